@@ -1,0 +1,393 @@
+"""Run configuration: one dataclass, loaded from TOML plus ``key=value`` overrides, validated before work.
+
+A :class:`RunConfig` fully describes one training run. Its :attr:`RunConfig.hash` is a content hash of
+the fields that change the numbers (paths and presentation are left out), so a sweep can key runs by it.
+
+Example::
+
+    cfg = RunConfig.from_file("run.toml", ["alpha=0.5", "optimizer=adam"])
+    cfg.validate()  # raises ConfigError naming the field and its allowed range
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DATASETS = ("cifar10", "fashion-mnist", "cifar10-fixture", "synthetic")
+MODELS = ("resnet9", "resnet18")
+OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
+SCHEDULES = ("constant", "step", "cosine")
+ALPHA_GROUPS = ("all", "conv", "bn", "head")
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "fp32", "bf16")
+
+#: Images in each data set's official training set (before the train/validation split).
+TRAIN_POOL_SIZES = {
+    "cifar10": 50_000,
+    "fashion-mnist": 60_000,
+    "cifar10-fixture": 20,
+    "synthetic": 50_000,
+}
+#: Fraction of the official training set held out for validation when ``val_size`` is not given
+#: (the paper's 40,000 / 10,000 split of CIFAR-10).
+DEFAULT_VAL_FRACTION = 0.2
+
+#: Fields that do not change a run's numbers: left out of the content hash.
+NON_HASHED_FIELDS = ("out_dir", "data_dir", "quiet", "checkpoint_every")
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown or out of its allowed range; the message names the field."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one training run. Lengths are in epochs unless the name says steps.
+
+    Data: ``dataset`` in :data:`DATASETS`; ``data_dir`` where to look (None: the defaults);
+    ``train_size`` a subset of the training split (None: all of it); ``val_size`` images held out of the
+    official training set for validation (None: 20%); ``test_size`` a subset of the official test set
+    (None: all); ``split_seed`` fixes the train/validation split and the subsets.
+
+    Model: ``model`` in :data:`MODELS`, ``width`` channel multiplier (1.0 = the published widths),
+    ``alpha`` the init scale multiplying the default PyTorch init of the parameter groups in
+    ``alpha_groups`` (any of :data:`ALPHA_GROUPS`).
+
+    Optimizer: ``optimizer`` in :data:`OPTIMIZERS`, ``lr``, ``momentum`` (heavy ball, SGD; also RMSprop's
+    momentum), ``nesterov``, ``l2`` coupled L2 added to the gradient (``torch.optim`` ``weight_decay`` of
+    SGD/Adam/RMSprop), ``weight_decay`` decoupled decay (w <- w - lr * weight_decay * w, as AdamW),
+    ``betas`` and ``eps`` for Adam-family and RMSprop (``betas[1]`` is RMSprop's smoothing constant).
+
+    Schedule: ``schedule`` in :data:`SCHEDULES` over the whole run, ``warmup_epochs`` of linear warmup,
+    ``step_milestones`` (epochs) and ``step_gamma`` for the step schedule. Length: ``epochs``, or
+    ``steps`` (optimizer steps; overrides ``epochs`` when set). One epoch is ``train_size // batch_size``
+    steps (the last partial batch is dropped).
+
+    Training loop: ``augment`` (random crop with 4-pixel padding + horizontal flip, on the device),
+    ``eval_every`` and ``checkpoint_every`` (epochs), ``eval_batch_size``, ``track_grad_norms`` (per-layer
+    per-step gradient norms for the norm laws), ``save_predictions`` (per-evaluation test predictions),
+    ``max_weight_norm`` (a larger total weight norm counts as divergence).
+
+    Device: ``device`` in :data:`DEVICES`; ``precision`` in :data:`PRECISIONS` ("auto": bf16 autocast on
+    CUDA, fp32 on the CPU); ``channels_last``; ``compile`` (torch.compile); ``cudnn_benchmark``.
+
+    Output: ``out_dir`` the run folder; ``quiet`` no progress bar.
+    """
+
+    dataset: str = "fashion-mnist"
+    data_dir: str | None = None
+    train_size: int | None = None
+    val_size: int | None = None
+    test_size: int | None = None
+    split_seed: int = 0
+    model: str = "resnet9"
+    width: float = 1.0
+    alpha: float = 1.0
+    alpha_groups: tuple[str, ...] = ("all",)
+    optimizer: str = "sgd"
+    lr: float = 1e-3
+    momentum: float = 0.0
+    nesterov: bool = False
+    l2: float = 0.0
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    batch_size: int = 128
+    epochs: int = 10
+    steps: int | None = None
+    schedule: str = "constant"
+    warmup_epochs: float = 0.0
+    step_milestones: tuple[int, ...] = ()
+    step_gamma: float = 0.1
+    augment: bool = True
+    seed: int = 0
+    eval_every: int = 1
+    checkpoint_every: int = 1
+    eval_batch_size: int = 1024
+    track_grad_norms: bool = True
+    save_predictions: bool = True
+    max_weight_norm: float = 1e6
+    device: str = "auto"
+    precision: str = "auto"
+    channels_last: bool = True
+    compile: bool = False
+    cudnn_benchmark: bool = True
+    out_dir: str = "runs/run"
+    quiet: bool = False
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], *, validate: bool = True) -> RunConfig:
+        """Build from a plain mapping (e.g. parsed TOML); unknown keys and bad types raise ConfigError."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in values.items():
+            if key not in known:
+                hint = difflib.get_close_matches(key, known, n=1)
+                suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+                raise ConfigError(f"unknown config field '{key}'{suggestion}")
+            kwargs[key] = _coerce(key, known[key].type, value)
+        cfg = cls(**kwargs)
+        if validate:
+            cfg.validate()
+        return cfg
+
+    @classmethod
+    def from_file(
+        cls, path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
+    ) -> RunConfig:
+        """Load a TOML file (top-level keys are fields; None: defaults), then apply ``key=value`` overrides."""
+        values = load_toml(path) if path is not None else {}
+        values.update(parse_overrides(overrides))
+        return cls.from_dict(values)
+
+    def replace(self, **changes: Any) -> RunConfig:
+        """A copy with some fields changed, coerced and validated."""
+        values = self.to_dict()
+        values.update(changes)
+        return type(self).from_dict(values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (tuples become lists)."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+        }
+
+    @property
+    def hash(self) -> str:
+        """Content hash (16 hex digits) of the fields that change the numbers."""
+        return config_hash(self.to_dict())
+
+    # ---------------------------------------------------------------- derived sizes
+    @property
+    def train_pool_size(self) -> int:
+        """Images in the official training set before the validation split."""
+        return TRAIN_POOL_SIZES[self.dataset]
+
+    @property
+    def resolved_val_size(self) -> int:
+        if self.val_size is not None:
+            return self.val_size
+        return int(round(DEFAULT_VAL_FRACTION * self.train_pool_size))
+
+    @property
+    def resolved_train_size(self) -> int:
+        """Training images actually used (the subset, or all that the split leaves)."""
+        available = self.train_pool_size - self.resolved_val_size
+        return available if self.train_size is None else self.train_size
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.resolved_train_size // self.batch_size
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps if self.steps is not None else self.epochs * self.steps_per_epoch
+
+    @property
+    def total_epochs(self) -> int:
+        """Epochs run, counting a final partial epoch when the length is given in steps."""
+        return math.ceil(self.total_steps / self.steps_per_epoch)
+
+    # ---------------------------------------------------------------- validation
+    def validate(self) -> RunConfig:
+        """Check every field against its allowed range; raise ConfigError naming the first bad one."""
+        _choice("dataset", self.dataset, DATASETS)
+        _choice("model", self.model, MODELS)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("schedule", self.schedule, SCHEDULES)
+        _choice("device", self.device, DEVICES)
+        _choice("precision", self.precision, PRECISIONS)
+        if not self.alpha_groups:
+            raise ConfigError(f"alpha_groups must name at least one of {list(ALPHA_GROUPS)}")
+        for group in self.alpha_groups:
+            _choice("alpha_groups", group, ALPHA_GROUPS)
+        _positive("width", self.width)
+        _positive("alpha", self.alpha)
+        _positive("lr", self.lr)
+        _positive("eps", self.eps)
+        _positive("max_weight_norm", self.max_weight_norm)
+        _in_range("momentum", self.momentum, 0.0, 1.0, "0 <= momentum < 1", upper_open=True)
+        _in_range("l2", self.l2, 0.0, math.inf, "l2 >= 0")
+        _in_range("weight_decay", self.weight_decay, 0.0, math.inf, "weight_decay >= 0")
+        _in_range("warmup_epochs", self.warmup_epochs, 0.0, math.inf, "warmup_epochs >= 0")
+        _in_range("step_gamma", self.step_gamma, 0.0, 1.0, "0 < step_gamma <= 1", lower_open=True)
+        if len(self.betas) != 2:
+            raise ConfigError(f"betas must hold two numbers (got {list(self.betas)})")
+        for beta in self.betas:
+            _in_range("betas", beta, 0.0, 1.0, "0 <= beta < 1", upper_open=True)
+        if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0):
+            raise ConfigError("nesterov needs optimizer = 'sgd' and momentum > 0")
+        for name in ("batch_size", "epochs", "eval_every", "checkpoint_every", "eval_batch_size"):
+            _positive_int(name, getattr(self, name))
+        for name in ("train_size", "test_size", "steps"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name))
+        if self.val_size is not None:
+            _positive_int("val_size", self.val_size)
+        pool = self.train_pool_size
+        if not 0 < self.resolved_val_size < pool:
+            raise ConfigError(
+                f"val_size must be between 1 and {pool - 1} for {self.dataset} "
+                f"(got {self.resolved_val_size})"
+            )
+        available = pool - self.resolved_val_size
+        if self.train_size is not None and self.train_size > available:
+            raise ConfigError(
+                f"train_size must be at most {available} for {self.dataset} with val_size "
+                f"{self.resolved_val_size} (got {self.train_size})"
+            )
+        if self.batch_size > self.resolved_train_size:
+            raise ConfigError(
+                f"batch_size must be at most the training set size {self.resolved_train_size} "
+                f"(got {self.batch_size})"
+            )
+        if any(m <= 0 for m in self.step_milestones):
+            raise ConfigError(
+                f"step_milestones must be positive epochs (got {list(self.step_milestones)})"
+            )
+        return self
+
+
+# -------------------------------------------------------------------- helpers (also used by sweeps)
+def config_hash(values: dict[str, Any]) -> str:
+    """16-hex-digit SHA-256 of a config dict, ignoring :data:`NON_HASHED_FIELDS`."""
+    payload = {k: v for k, v in sorted(values.items()) if k not in NON_HASHED_FIELDS}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: invalid TOML: {err}") from None
+
+
+def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Parse ``key=value`` strings; values are TOML literals (``0.5``, ``true``, ``[1, 2]``), else strings.
+
+    A comma-separated value (``alpha_groups=conv,bn``) becomes a list.
+    """
+    values: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"override must look like key=value (got '{item}')")
+        values[key] = parse_value(raw.strip())
+    return values
+
+
+def parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    if raw.lower() in ("none", "null"):
+        return None
+    if "," in raw:
+        return [parse_value(part.strip()) for part in raw.split(",") if part.strip()]
+    return raw
+
+
+def _coerce(name: str, annotation: str, value: Any) -> Any:
+    """Coerce a parsed value to the field's annotated type (annotations are strings here)."""
+    ann = str(annotation)
+    optional = "None" in ann
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{name} cannot be empty")
+    base = ann.replace(" | None", "")
+    try:
+        if base.startswith("tuple"):
+            items = value if isinstance(value, (list, tuple)) else [value]
+            inner = float if "float" in base else int if "int" in base else str
+            return tuple(_scalar(name, inner, v) for v in items)
+        return _scalar(name, {"int": int, "float": float, "bool": bool, "str": str}[base], value)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{name}: {err}") from None
+
+
+def _scalar(name: str, kind: type, value: Any) -> Any:
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ConfigError(f"{name} must be true or false (got {value!r})")
+    if kind is int:
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        ):
+            raise ConfigError(f"{name} must be an integer (got {value!r})")
+        return int(value)
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name} must be a number (got {value!r})")
+        if not math.isfinite(value):
+            raise ConfigError(f"{name} must be finite (got {value!r})")
+        return float(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string (got {value!r})")
+    return value
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {list(allowed)} (got {value!r})")
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{name} must be > 0 (got {value})")
+
+
+def _positive_int(name: str, value: int) -> None:
+    if value < 1:
+        raise ConfigError(f"{name} must be a positive integer (got {value})")
+
+
+def _in_range(name, value, low, high, text, *, lower_open=False, upper_open=False) -> None:
+    too_low = value <= low if lower_open else value < low
+    too_high = value >= high if upper_open else value > high
+    if too_low or too_high:
+        raise ConfigError(f"{name} must satisfy {text} (got {value})")
+
+
+__all__ = [
+    "ALPHA_GROUPS",
+    "ConfigError",
+    "DATASETS",
+    "MODELS",
+    "OPTIMIZERS",
+    "RunConfig",
+    "SCHEDULES",
+    "config_hash",
+    "load_toml",
+    "parse_overrides",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from initmem.cli import main
+
+sys.exit(main())

@@ -1,0 +1,25 @@
+"""Shared test options: slow tests run with --runslow, GPU tests only where CUDA is present."""
+
+import os
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False, help="run slow tests")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
+    skip_gpu = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "slow" in item.keywords and not config.getoption("--runslow"):
+            item.add_marker(skip_slow)
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip_gpu)
