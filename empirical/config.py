@@ -41,6 +41,13 @@ TRAIN_POOL_SIZES = {
     "cifar10-fixture": 20,
     "synthetic": 50_000,
 }
+#: Images in each data set's official test set (``test_size`` picks a subset).
+TEST_POOL_SIZES = {
+    "cifar10": 10_000,
+    "fashion-mnist": 10_000,
+    "cifar10-fixture": 20,
+    "synthetic": 10_000,
+}
 #: Fraction of the official training set held out for validation when ``val_size`` is not given
 #: (the paper's 40,000 / 10,000 split of CIFAR-10).
 DEFAULT_VAL_FRACTION = 0.2
@@ -254,6 +261,11 @@ class RunConfig:
                 f"train_size must be at most {available} for {self.dataset} with val_size "
                 f"{self.resolved_val_size} (got {self.train_size})"
             )
+        test_pool = TEST_POOL_SIZES[self.dataset]
+        if self.test_size is not None and self.test_size > test_pool:
+            raise ConfigError(
+                f"test_size must be at most {test_pool} for {self.dataset} (got {self.test_size})"
+            )
         if self.batch_size > self.resolved_train_size:
             raise ConfigError(
                 f"batch_size must be at most the training set size {self.resolved_train_size} "
@@ -387,6 +399,8 @@ __all__ = [
     "OPTIMIZERS",
     "RunConfig",
     "SCHEDULES",
+    "TEST_POOL_SIZES",
+    "TRAIN_POOL_SIZES",
     "config_hash",
     "load_toml",
     "parse_overrides",

@@ -1,0 +1,255 @@
+"""Execution backends of a sweep: a local process pool, SLURM job arrays (submitit), Ray.
+
+Each backend is a generator ``backend(tasks, *, trainer, workers, runs_per_gpu, sweep_dir, name,
+options)`` that runs :func:`initmem.empirical.sweep.execute_run` on every task (a plain dict from
+``SweepRun.task``) and yields one outcome dict per task as it finishes. The run folder is the record:
+the backends only schedule; locks, resume and failure records live in ``execute_run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+from initmem.empirical.sweep import SweepError, execute_run, record_failure
+
+Outcome = dict[str, Any]
+
+
+def get_backend(name: str) -> Callable[..., Iterator[Outcome]]:
+    """The backend generator called ``name`` (local, submitit, ray)."""
+    backends = {"local": run_local, "submitit": run_submitit, "ray": run_ray}
+    if name not in backends:
+        raise SweepError(f"backend must be one of {sorted(backends)} (got {name!r})")
+    return backends[name]
+
+
+# ====================================================================== GPUs
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use, without importing torch: CUDA_VISIBLE_DEVICES, else the driver's list."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g.strip() for g in visible.split(",") if g.strip() and g.strip() != "-1"]
+    proc = Path("/proc/driver/nvidia/gpus")
+    return [str(i) for i in range(len(list(proc.iterdir())))] if proc.is_dir() else []
+
+
+# ====================================================================== local: a process pool
+def run_local(
+    tasks: list[dict[str, Any]],
+    *,
+    trainer: Any,
+    workers: int | None = None,
+    runs_per_gpu: int = 1,
+    cpus: int | None = None,
+    **_: Any,
+) -> Iterator[Outcome]:
+    """Run tasks in a pool of ``workers`` spawned processes on this machine.
+
+    On a GPU machine each worker is pinned to one GPU (``CUDA_VISIBLE_DEVICES``), ``runs_per_gpu``
+    workers per GPU; the default is one worker per run slot (GPUs x runs_per_gpu), else one. Each
+    worker gets ``cpus // workers`` threads. Workers die with the driver (``PR_SET_PDEATHSIG``), so a
+    killed sweep leaves no orphan holding a lock. A worker that dies (killed, out of memory) fails the
+    runs in flight (``error.txt``), a fresh pool takes the rest.
+    """
+    if not tasks:
+        return
+    gpus = visible_gpus()
+    workers = workers or (len(gpus) * runs_per_gpu if gpus else 1)
+    workers = min(workers, len(tasks))
+    cpus = cpus or os.cpu_count() or 1
+    threads = max(1, cpus // workers)
+    queue = deque(tasks)
+    context = multiprocessing.get_context("spawn")
+    while queue:
+        slots = context.Queue()
+        for slot in range(workers):
+            slots.put(slot)
+        pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(slots, gpus, runs_per_gpu, threads, os.getpid()),
+        )
+        in_flight: dict[Any, dict[str, Any]] = {}
+        broken = False
+        try:
+            while (queue or in_flight) and not broken:
+                while queue and len(in_flight) < workers:
+                    task = queue.popleft()
+                    in_flight[pool.submit(execute_run, task, trainer)] = task
+                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    task = in_flight.pop(future)
+                    try:
+                        yield future.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        yield record_failure(
+                            task, "worker process died abruptly (killed, or out of memory)"
+                        )
+                    except Exception as err:  # noqa: BLE001 - recorded, the sweep goes on
+                        yield record_failure(task, f"{type(err).__name__}: {err}")
+            for future, task in in_flight.items():  # a broken pool fails every run in flight
+                future.cancel()
+                yield record_failure(task, "worker process died abruptly (killed, or out of memory)")
+            in_flight.clear()
+        finally:
+            pool.shutdown(wait=not broken, cancel_futures=True)
+            slots.close()
+
+
+def _init_worker(slots: Any, gpus: list[str], runs_per_gpu: int, threads: int, parent: int) -> None:
+    """Pin the worker to a GPU and a thread count before torch is imported; die with the driver."""
+    slot = slots.get()
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[(slot // runs_per_gpu) % len(gpus)]
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: killed when the driver dies
+    if os.getppid() != parent:  # the driver died before prctl took effect
+        os._exit(1)
+
+
+# ====================================================================== submitit: SLURM job arrays
+class RunGroup:
+    """A submitit task: train a group of runs (``runs_per_gpu`` of them share the task's GPU).
+
+    Checkpointable: on a SLURM timeout or preemption submitit calls :meth:`checkpoint` and requeues the
+    same call; the runs resume from their ``last.pt``.
+    """
+
+    def __init__(self, trainer: Any, cpus: int | None = None) -> None:
+        self.trainer = trainer
+        self.cpus = cpus
+
+    def __call__(self, tasks: list[dict[str, Any]]) -> list[Outcome]:
+        if len(tasks) == 1:
+            return [execute_run(tasks[0], self.trainer)]
+        return list(
+            run_local(tasks, trainer=self.trainer, workers=len(tasks), runs_per_gpu=len(tasks))
+        )
+
+    def checkpoint(self, tasks: list[dict[str, Any]]) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, tasks)
+
+
+def run_submitit(
+    tasks: list[dict[str, Any]],
+    *,
+    trainer: Any,
+    workers: int | None = None,
+    runs_per_gpu: int = 1,
+    sweep_dir: Path,
+    name: str = "initmem",
+    options: dict[str, Any] | None = None,
+    poll_s: float = 2.0,
+    **_: Any,
+) -> Iterator[Outcome]:
+    """Submit tasks as one SLURM job array (``submitit.AutoExecutor``) and yield outcomes as they land.
+
+    ``workers`` caps the array tasks running at once (``slurm_array_parallelism``). ``options`` go to
+    ``executor.update_parameters`` (``timeout_min``, ``gpus_per_node``, ``cpus_per_task``,
+    ``slurm_partition``, ``mem_gb``...); ``cluster`` picks the executor (``slurm``, ``local``,
+    ``debug``; default: detected). With ``runs_per_gpu`` > 1 each task trains that many runs at once.
+    """
+    try:
+        import submitit
+    except ImportError:
+        raise SweepError(
+            "the submitit backend needs submitit: pip install 'initmem[submitit]'"
+        ) from None
+    if not tasks:
+        return
+    options = dict(options or {})
+    cluster = options.pop("cluster", None)
+    executor = submitit.AutoExecutor(folder=Path(sweep_dir) / "submitit", cluster=cluster)
+    params: dict[str, Any] = {"name": name, "timeout_min": 24 * 60}
+    if workers is not None:
+        params["slurm_array_parallelism"] = workers
+    params.update(options)
+    executor.update_parameters(**params)
+    groups = [tasks[i : i + runs_per_gpu] for i in range(0, len(tasks), runs_per_gpu)]
+    jobs = executor.map_array(RunGroup(trainer, options.get("cpus_per_task")), groups)
+    remaining = dict(zip(jobs, groups, strict=True))
+    while remaining:
+        for job in [j for j in remaining if j.done()]:
+            group = remaining.pop(job)
+            try:
+                yield from job.result()
+            except Exception as err:  # noqa: BLE001 - a cluster-side failure, recorded per run
+                for task in group:
+                    yield record_failure(task, f"submitit job {job.job_id} failed: {err}")
+        if remaining:
+            time.sleep(poll_s)
+
+
+# ====================================================================== ray
+def run_ray(
+    tasks: list[dict[str, Any]],
+    *,
+    trainer: Any,
+    workers: int | None = None,
+    runs_per_gpu: int = 1,
+    options: dict[str, Any] | None = None,
+    **_: Any,
+) -> Iterator[Outcome]:
+    """Run tasks as Ray tasks: on the cluster at ``options['address']`` (or ``RAY_ADDRESS``), else on
+    a local Ray started here with ``workers`` CPUs (and shut down at the end).
+
+    Each run asks for ``cpus_per_run`` CPUs (option, default 1) and, where the cluster has GPUs,
+    ``1 / runs_per_gpu`` of a GPU.
+    """
+    try:
+        import ray
+    except ImportError:
+        raise SweepError("the ray backend needs ray: pip install 'initmem[ray]'") from None
+    if not tasks:
+        return
+    options = dict(options or {})
+    address = options.pop("address", None) or os.environ.get("RAY_ADDRESS")
+    cpus_per_run = float(options.pop("cpus_per_run", 1))
+    started = not ray.is_initialized()
+    if started:
+        if address:
+            ray.init(address=address, **options)
+        else:
+            ray.init(
+                num_cpus=workers or os.cpu_count() or 1,
+                include_dashboard=False,
+                object_store_memory=options.pop("object_store_memory", 2 * 1024**3),
+                log_to_driver=False,
+                **options,
+            )
+    try:
+        gpu = 1.0 / runs_per_gpu if ray.cluster_resources().get("GPU", 0) > 0 else 0
+        remote = ray.remote(execute_run).options(num_cpus=cpus_per_run, num_gpus=gpu, max_retries=1)
+        pending = {remote.remote(task, trainer): task for task in tasks}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                task = pending.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except Exception as err:  # noqa: BLE001 - a worker crash, recorded per run
+                    yield record_failure(task, f"ray task failed: {type(err).__name__}: {err}")
+    finally:
+        if started:
+            ray.shutdown()
+
+
+__all__ = ["get_backend", "run_local", "run_ray", "run_submitit", "visible_gpus"]

@@ -1,0 +1,573 @@
+"""Data sets as tensors on the training device: reading, splitting, normalizing, augmenting.
+
+Every data set becomes three :class:`ImageSplit` s (train, validation, test) of normalized float32 images
+of shape ``(n, 3, 32, 32)`` held whole on the device, so the training loop only indexes tensors:
+
+- ``cifar10``: the official python-pickle copy (``cifar-10-batches-py``), read by our own reader (full
+  copies are md5-checked against the official files); torchvision downloads it where the machine is
+  online. 50,000 official training images -> ``train_size`` / ``val_size`` by ``split_seed``; the
+  official 10,000 test images are the test set.
+- ``fashion-mnist``: IDX files (the Debian package ``dataset-fashion-mnist``, a user copy, or
+  torchvision's download), zero-padded from 28x28 to 32x32 and repeated to 3 channels.
+- ``cifar10-fixture``: foolbox's 20 real CIFAR-10 test images written in the official format
+  (:func:`write_cifar10_fixture`), for tests and demos that must run anywhere.
+- ``synthetic``: random CIFAR-shaped images and labels drawn from ``split_seed``, for benchmarks.
+
+Normalization is per channel, with the mean and standard deviation of the data set's official training
+pool (recorded in :attr:`DataSplits.mean` / :attr:`DataSplits.std`). Augmentation
+(:func:`augment_batch`) is a random crop from a 4-pixel reflect-padded image plus a horizontal flip,
+done for a whole batch at once by one gather on the device.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import os
+import pickle
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .config import DATASETS, TEST_POOL_SIZES, RunConfig
+
+#: Where the Debian package ``dataset-fashion-mnist`` puts the IDX files.
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+#: The official folder name of CIFAR-10's python version.
+CIFAR10_FOLDER = "cifar-10-batches-py"
+CIFAR10_CLASSES = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+#: md5 of the official python files (as listed in torchvision/datasets/cifar.py); checked for full copies.
+CIFAR10_MD5 = {
+    "data_batch_1": "c99cafc152244af753f735de768cd75f",
+    "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+    "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+    "data_batch_4": "634d18415352ddfa80567beed471001a",
+    "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+    "test_batch": "40351d587109b95175f43aff81a1287e",
+}
+CIFAR10_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
+#: Images per file in the official copy (a file this size is md5-checked).
+CIFAR10_IMAGES_PER_FILE = 10_000
+#: Crop padding of the augmentation, in pixels (the standard CIFAR recipe).
+AUGMENT_PAD = 4
+
+
+class DataNotFoundError(FileNotFoundError):
+    """No usable copy of a data set was found; the message lists where we looked and how to get one."""
+
+
+@dataclass(frozen=True)
+class ImageSplit:
+    """One split: ``images`` float32 ``(n, 3, 32, 32)`` normalized, ``labels`` int64 ``(n,)``, both on
+    the device; ``indices`` int64 ``(n,)`` on the CPU, the images' positions in their official set."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    indices: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+
+@dataclass(frozen=True)
+class DataSplits:
+    """Train, validation and test splits of one data set, plus where they came from."""
+
+    dataset: str
+    train: ImageSplit
+    val: ImageSplit
+    test: ImageSplit
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    classes: tuple[str, ...]
+    source: str
+
+    def describe(self) -> dict:
+        """A JSON-ready summary (recorded in the run's config.json)."""
+        return {
+            "dataset": self.dataset,
+            "source": self.source,
+            "train_size": len(self.train),
+            "val_size": len(self.val),
+            "test_size": len(self.test),
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "train_indices_sha256": _indices_digest(self.train.indices),
+            "val_indices_sha256": _indices_digest(self.val.indices),
+            "test_indices_sha256": _indices_digest(self.test.indices),
+        }
+
+
+# ---------------------------------------------------------------------------------- the entry point
+def load_splits(
+    config: RunConfig, device: str | torch.device = "cpu", *, download: bool = True
+) -> DataSplits:
+    """The train/validation/test splits that ``config`` asks for, as tensors on ``device``.
+
+    ``download``: let torchvision fetch a missing data set (only tried after every local place).
+    Raises :class:`DataNotFoundError` when no copy is found.
+    """
+    pool_x, pool_y, test_x, test_y, source = _read_pools(config, download=download)
+    if len(pool_y) != config.train_pool_size:
+        raise DataNotFoundError(
+            f"{source} holds {len(pool_y)} training images, expected {config.train_pool_size} for "
+            f"dataset '{config.dataset}' (a partial copy?)"
+        )
+    train_idx, val_idx = split_indices(
+        len(pool_y), config.resolved_val_size, config.train_size, config.split_seed
+    )
+    test_idx = subset_indices(len(test_y), config.test_size, config.split_seed)
+    mean, std = SYNTHETIC_STATS if config.dataset == "synthetic" else channel_stats(pool_x)
+    classes = FASHION_MNIST_CLASSES if config.dataset == "fashion-mnist" else CIFAR10_CLASSES
+
+    def to_split(images: np.ndarray, labels: np.ndarray, idx: torch.Tensor) -> ImageSplit:
+        picked = torch.from_numpy(images[idx.numpy()])
+        return ImageSplit(
+            images=normalize(picked, mean, std).to(device),
+            labels=torch.from_numpy(labels[idx.numpy()].astype(np.int64)).to(device),
+            indices=idx,
+        )
+
+    return DataSplits(
+        dataset=config.dataset,
+        train=to_split(pool_x, pool_y, train_idx),
+        val=to_split(pool_x, pool_y, val_idx),
+        test=to_split(test_x, test_y, test_idx),
+        mean=mean,
+        std=std,
+        classes=classes,
+        source=source,
+    )
+
+
+def _read_pools(config: RunConfig, *, download: bool):
+    """(train pool images, labels, test images, labels, source text); images uint8 (n, 3, 32, 32)."""
+    if config.dataset == "cifar10":
+        root = find_cifar10(config.data_dir, download=download)
+        return (*read_cifar10(root), str(root))
+    if config.dataset == "cifar10-fixture":
+        root = Path(config.data_dir) if config.data_dir else default_cache_dir()
+        folder = root / "cifar10-fixture" / CIFAR10_FOLDER
+        if not (folder / "test_batch").is_file():
+            write_cifar10_fixture(root / "cifar10-fixture")
+        return (*read_cifar10(folder), str(folder))
+    if config.dataset == "fashion-mnist":
+        folder = find_fashion_mnist(config.data_dir, download=download)
+        return (*read_fashion_mnist(folder), str(folder))
+    if config.dataset == "synthetic":
+        return (*synthetic_pools(config), f"synthetic (split_seed={config.split_seed})")
+    raise ValueError(f"dataset must be one of {list(DATASETS)} (got {config.dataset!r})")
+
+
+def default_cache_dir() -> Path:
+    """``$INITMEM_DATA`` if set, else ``~/.cache/initmem``: where data is downloaded and fixtures built."""
+    return Path(os.environ.get("INITMEM_DATA", Path.home() / ".cache" / "initmem"))
+
+
+# ---------------------------------------------------------------------------------- splits
+def split_indices(
+    pool_size: int, val_size: int, train_size: int | None, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded split of an official training set of ``pool_size`` images into (train, validation).
+
+    One permutation from ``seed``: its first ``val_size`` entries are the validation set, the next
+    ``train_size`` (None: all the rest) the training set. A smaller ``train_size`` is therefore a prefix
+    of a larger one, and the validation set does not depend on ``train_size``.
+    """
+    if not 0 < val_size < pool_size:
+        raise ValueError(f"val_size must be in [1, {pool_size - 1}] (got {val_size})")
+    available = pool_size - val_size
+    train_size = available if train_size is None else train_size
+    if not 0 < train_size <= available:
+        raise ValueError(f"train_size must be in [1, {available}] (got {train_size})")
+    perm = torch.randperm(pool_size, generator=torch.Generator().manual_seed(seed))
+    return perm[val_size : val_size + train_size].clone(), perm[:val_size].clone()
+
+
+def subset_indices(pool_size: int, size: int | None, seed: int) -> torch.Tensor:
+    """All of ``range(pool_size)`` (size None), else a seeded random subset of ``size`` in sorted order."""
+    if size is None:
+        return torch.arange(pool_size)
+    if not 0 < size <= pool_size:
+        raise ValueError(f"test_size must be in [1, {pool_size}] (got {size})")
+    perm = torch.randperm(pool_size, generator=torch.Generator().manual_seed(seed + 1))
+    return perm[:size].sort().values
+
+
+def _indices_digest(indices: torch.Tensor) -> str:
+    return hashlib.sha256(indices.numpy().astype("<i8").tobytes()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------- normalization
+def channel_stats(images: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and standard deviation of uint8 images ``(n, C, H, W)``, in units of 1/255.
+
+    Exact, from each channel's histogram of the 256 byte values (no float copy of the images).
+    """
+    values = np.arange(256, dtype=np.float64) / 255.0
+    means, stds = [], []
+    for channel in range(images.shape[1]):
+        plane = torch.from_numpy(np.ascontiguousarray(images[:, channel])).reshape(-1)
+        counts = torch.bincount(plane, minlength=256).double().numpy()
+        p = counts / counts.sum()
+        mean = float(p @ values)
+        means.append(mean)
+        stds.append(max(float(np.sqrt(max(p @ values**2 - mean**2, 0.0))), 1e-8))
+    return tuple(means), tuple(stds)
+
+
+def normalize(images: torch.Tensor, mean, std) -> torch.Tensor:
+    """uint8 ``(n, 3, H, W)`` -> float32 ``(x / 255 - mean) / std`` per channel."""
+    m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    return ((images.float() / 255.0) - m) / s
+
+
+# ---------------------------------------------------------------------------------- augmentation
+def augment_batch(
+    images: torch.Tensor, generator: torch.Generator, pad: int = AUGMENT_PAD
+) -> torch.Tensor:
+    """Random crop of a ``pad``-pixel reflect-padded image plus a horizontal flip with probability 1/2.
+
+    Each image gets its own offsets ``(dy, dx)`` uniform in ``{0..2 pad}`` and its own flip; all drawn
+    from ``generator`` (which must live on ``images``' device). The crop and the flip are one gather of
+    the padded batch, so there is no per-image Python work.
+    """
+    n, c, h, w = images.shape
+    device = images.device
+    padded = torch.nn.functional.pad(images, (pad, pad, pad, pad), mode="reflect")
+    dy = torch.randint(0, 2 * pad + 1, (n,), device=device, generator=generator)
+    dx = torch.randint(0, 2 * pad + 1, (n,), device=device, generator=generator)
+    flip = torch.randint(0, 2, (n,), device=device, generator=generator).bool()
+    rows = dy[:, None] + torch.arange(h, device=device)
+    cols = dx[:, None] + torch.arange(w, device=device)
+    cols = torch.where(flip[:, None], cols.flip(1), cols)
+    batch = torch.arange(n, device=device)[:, None, None, None]
+    channel = torch.arange(c, device=device)[None, :, None, None]
+    return padded[batch, channel, rows[:, None, :, None], cols[:, None, None, :]]
+
+
+# ---------------------------------------------------------------------------------- CIFAR-10
+def find_cifar10(data_dir: str | Path | None = None, *, download: bool = True) -> Path:
+    """The ``cifar-10-batches-py`` folder to read: under ``data_dir`` (or ``data_dir`` itself), else the
+    cache dir; else torchvision's download into ``data_dir`` (or the cache dir). Raises
+    :class:`DataNotFoundError` naming every place looked at."""
+    roots = [Path(data_dir).expanduser()] if data_dir else []
+    roots.append(default_cache_dir())
+    candidates = []
+    for root in roots:
+        candidates += [root / CIFAR10_FOLDER, root]
+    for folder in candidates:
+        if all((folder / name).is_file() for name in (*CIFAR10_TRAIN_FILES, "test_batch")):
+            return folder
+    target = roots[0]
+    if download:
+        try:
+            import torchvision
+
+            torchvision.datasets.CIFAR10(str(target), train=True, download=True)
+            return target / CIFAR10_FOLDER
+        except Exception as err:  # offline, refused, disk full: report below with the places we looked
+            failure = f"torchvision's download into {target} failed ({err})"
+    else:
+        failure = "download not attempted (download=False)"
+    looked = ", ".join(str(p) for p in candidates)
+    raise DataNotFoundError(
+        f"CIFAR-10 not found. Looked for {CIFAR10_FOLDER}/ (data_batch_1..5, test_batch) in: {looked}; "
+        f"{failure}. Get it from https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz, unpack it "
+        f"and pass its parent folder as data_dir (or set INITMEM_DATA); or use dataset "
+        f"'fashion-mnist' offline."
+    )
+
+
+def read_cifar10(folder: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Read an official-format ``cifar-10-batches-py`` folder -> (train images, labels, test images,
+    labels); images uint8 ``(n, 3, 32, 32)``, labels uint8. Files of a full copy (10,000 images each)
+    must match the official md5s."""
+    folder = Path(folder)
+    train = [_read_cifar10_file(folder / name) for name in CIFAR10_TRAIN_FILES]
+    test_x, test_y = _read_cifar10_file(folder / "test_batch")
+    train_x = np.concatenate([x for x, _ in train])
+    train_y = np.concatenate([y for _, y in train])
+    return train_x, train_y, test_x, test_y
+
+
+def _read_cifar10_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    if not path.is_file():
+        raise DataNotFoundError(f"CIFAR-10 file missing: {path}")
+    raw = path.read_bytes()
+    entry = _SafeUnpickler.loads(raw)
+    entry = {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
+    data = np.asarray(entry["data"], dtype=np.uint8)
+    labels = np.asarray(entry["labels"], dtype=np.uint8)
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(labels) != len(data):
+        raise ValueError(f"{path}: not an official CIFAR-10 python batch (data shape {data.shape})")
+    if len(data) == CIFAR10_IMAGES_PER_FILE and path.name in CIFAR10_MD5:
+        digest = hashlib.md5(raw).hexdigest()
+        if digest != CIFAR10_MD5[path.name]:
+            raise ValueError(
+                f"{path}: md5 {digest} differs from the official {CIFAR10_MD5[path.name]} "
+                f"(corrupt or modified copy; download it again)"
+            )
+    return data.reshape(-1, 3, 32, 32), labels
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Unpickles CIFAR batches (dicts, lists, bytes, numpy arrays) and refuses anything else."""
+
+    _ALLOWED = {
+        ("_codecs", "encode"),  # how protocol-2 pickles written by Python 3 store bytes
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+    }
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name} from a data file")
+        if module == "numpy.core.multiarray":  # numpy >= 2 moved numpy.core to numpy._core
+            module = "numpy._core.multiarray" if hasattr(np, "_core") else module
+        return super().find_class(module, name)
+
+    @classmethod
+    def loads(cls, raw: bytes):
+        import io
+
+        return cls(io.BytesIO(raw), encoding="bytes").load()
+
+
+def foolbox_cifar10_images() -> tuple[np.ndarray, np.ndarray]:
+    """The 20 real CIFAR-10 test images shipped as PNGs in foolbox's ``data/`` folder (foolbox itself is
+    not imported): uint8 ``(20, 3, 32, 32)`` and labels uint8 ``(20,)``, in the official test order."""
+    from PIL import Image
+
+    spec = importlib.util.find_spec("foolbox")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataNotFoundError(
+            "foolbox is not installed; `pip install --no-deps foolbox==3.3.4` provides the 20 CIFAR-10 "
+            "images of the fixture"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0]) / "data"
+    pattern = re.compile(r"cifar10_(\d+)_(\d+)\.png$")
+    found = sorted(
+        (int(m.group(1)), int(m.group(2)), p)
+        for p in folder.iterdir()
+        if (m := pattern.match(p.name))
+    )
+    if not found:
+        raise DataNotFoundError(f"no cifar10_<index>_<label>.png images in {folder}")
+    images = np.stack(
+        [np.asarray(Image.open(p).convert("RGB"), dtype=np.uint8).transpose(2, 0, 1) for *_, p in found]
+    )
+    labels = np.array([label for _, label, _ in found], dtype=np.uint8)
+    return images, labels
+
+
+def write_cifar10_fixture(root: str | Path, images_per_batch: int = 4) -> Path:
+    """Write foolbox's 20 CIFAR-10 images as an official-format ``root/cifar-10-batches-py`` folder.
+
+    ``data_batch_1..5`` hold consecutive groups of ``images_per_batch`` images (all 20 across the five
+    files by default), ``test_batch`` holds all 20, ``batches.meta`` the class names. Each batch is a
+    pickled dict with ``b'data'`` (uint8, n x 3072, channel-major), ``b'labels'``, ``b'batch_label'`` and
+    ``b'filenames'``, as in the official files. Returns the folder.
+    """
+    images, labels = foolbox_cifar10_images()
+    folder = Path(root) / CIFAR10_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    flat = images.reshape(len(images), -1)
+
+    def batch(label: str, rows: np.ndarray) -> dict:
+        return {
+            b"batch_label": label.encode(),
+            b"labels": [int(v) for v in labels[rows]],
+            b"data": np.ascontiguousarray(flat[rows]),
+            b"filenames": [f"fixture_{i:02d}.png".encode() for i in rows],
+        }
+
+    for i, name in enumerate(CIFAR10_TRAIN_FILES):
+        rows = np.arange(i * images_per_batch, (i + 1) * images_per_batch) % len(images)
+        _write_pickle(folder / name, batch(f"training batch {i + 1} of 5", rows))
+    _write_pickle(folder / "test_batch", batch("testing batch 1 of 1", np.arange(len(images))))
+    meta = {
+        b"label_names": [c.encode() for c in CIFAR10_CLASSES],
+        b"num_cases_per_batch": images_per_batch,
+        b"num_vis": 3072,
+    }
+    _write_pickle(folder / "batches.meta", meta)
+    return folder
+
+
+def _write_pickle(path: Path, obj) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as fh:
+        pickle.dump(obj, fh, protocol=2)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------- Fashion-MNIST
+FASHION_MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+
+
+def find_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = True) -> Path:
+    """The folder holding Fashion-MNIST's four IDX files (plain or ``.gz``): ``data_dir`` (or its
+    ``FashionMNIST/raw``), the Debian package's folder, the cache dir; else torchvision's download."""
+    roots = [Path(data_dir).expanduser()] if data_dir else []
+    roots += [DEBIAN_FASHION_MNIST, default_cache_dir()]
+    candidates = []
+    for root in roots:
+        candidates += [root, root / "FashionMNIST" / "raw", root / "fashion-mnist"]
+    for folder in candidates:
+        if all(_idx_path(folder, name) is not None for name in FASHION_MNIST_FILES.values()):
+            return folder
+    target = Path(data_dir).expanduser() if data_dir else default_cache_dir()
+    if download:
+        try:
+            import torchvision
+
+            torchvision.datasets.FashionMNIST(str(target), train=True, download=True)
+            torchvision.datasets.FashionMNIST(str(target), train=False, download=True)
+            return target / "FashionMNIST" / "raw"
+        except Exception as err:  # offline or refused: report below with the places we looked
+            failure = f"torchvision's download into {target} failed ({str(err).splitlines()[0]})"
+    else:
+        failure = "download not attempted (download=False)"
+    looked = ", ".join(str(p) for p in candidates)
+    raise DataNotFoundError(
+        f"Fashion-MNIST not found. Looked for {', '.join(FASHION_MNIST_FILES.values())} (.gz or plain) "
+        f"in: {looked}; {failure}. Install it offline with `sudo apt-get install dataset-fashion-mnist` "
+        f"(Debian/Ubuntu) or pass data_dir holding the four IDX files."
+    )
+
+
+def _idx_path(folder: Path, stem: str) -> Path | None:
+    for name in (stem, stem + ".gz"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """Read an IDX file (the MNIST format; gzipped or plain) of unsigned bytes into a uint8 array.
+
+    Format: two zero bytes, a type byte (0x08 = uint8), the number of dimensions, then each dimension as
+    a big-endian int32, then the data in C order.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":  # gzip magic, whatever the file is called
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    ndim = raw[3]
+    shape = struct.unpack(f">{ndim}i", raw[4 : 4 + 4 * ndim])
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: {data.size} bytes of data for shape {shape}")
+    return data.reshape(shape)
+
+
+def read_fashion_mnist(folder: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Fashion-MNIST from IDX files -> (train images, labels, test images, labels) with images uint8
+    ``(n, 3, 32, 32)``: zero-padded by 2 pixels on each side and repeated to 3 channels."""
+    folder = Path(folder)
+    arrays = {key: read_idx(_idx_path(folder, stem)) for key, stem in FASHION_MNIST_FILES.items()}
+    return (
+        pad_to_cifar_shape(arrays["train_images"]),
+        arrays["train_labels"],
+        pad_to_cifar_shape(arrays["test_images"]),
+        arrays["test_labels"],
+    )
+
+
+def pad_to_cifar_shape(images: np.ndarray) -> np.ndarray:
+    """uint8 ``(n, 28, 28)`` -> ``(n, 3, 32, 32)``: 2 pixels of zeros on each side, gray repeated 3x."""
+    padded = np.pad(images, ((0, 0), (2, 2), (2, 2)))
+    return np.repeat(padded[:, None], 3, axis=1)
+
+
+# ---------------------------------------------------------------------------------- synthetic
+def synthetic_pools(config: RunConfig):
+    """Uniformly random uint8 images and labels drawn from ``split_seed``, for speed benchmarks without
+    data files. Only the images the split uses are drawn; the rest of the pool stays zero (and the
+    pool's statistics are not used: :data:`SYNTHETIC_STATS` are the uniform distribution's)."""
+    rng = np.random.default_rng(config.split_seed)
+    pool = config.train_pool_size
+    train_idx, val_idx = split_indices(
+        pool, config.resolved_val_size, config.train_size, config.split_seed
+    )
+    test_pool = TEST_POOL_SIZES["synthetic"]
+    test_idx = subset_indices(test_pool, config.test_size, config.split_seed)
+
+    def draw(n: int, used: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        images = np.zeros((n, 3, 32, 32), dtype=np.uint8)
+        images[used.numpy()] = rng.integers(0, 256, size=(len(used), 3, 32, 32), dtype=np.uint8)
+        return images, rng.integers(0, 10, size=n, dtype=np.uint8)
+
+    return (*draw(pool, torch.cat([train_idx, val_idx])), *draw(test_pool, test_idx))
+
+
+#: Per-channel mean and std (units of 1/255) of bytes uniform on 0..255: 127.5 / 255 and
+#: sqrt((256^2 - 1) / 12) / 255.
+SYNTHETIC_STATS = ((127.5 / 255,) * 3, (float(np.sqrt((256**2 - 1) / 12) / 255),) * 3)
+
+
+__all__ = [
+    "AUGMENT_PAD",
+    "CIFAR10_CLASSES",
+    "CIFAR10_MD5",
+    "DataNotFoundError",
+    "DataSplits",
+    "FASHION_MNIST_CLASSES",
+    "ImageSplit",
+    "augment_batch",
+    "channel_stats",
+    "default_cache_dir",
+    "find_cifar10",
+    "find_fashion_mnist",
+    "foolbox_cifar10_images",
+    "load_splits",
+    "normalize",
+    "pad_to_cifar_shape",
+    "read_cifar10",
+    "read_fashion_mnist",
+    "read_idx",
+    "split_indices",
+    "subset_indices",
+    "write_cifar10_fixture",
+]

@@ -1,0 +1,394 @@
+"""The report of a sweep: a Markdown file with tables and PNG figures, readable without the text.
+
+``write_report(DIR)`` writes ``DIR/report.md`` and ``DIR/figures/*.png``:
+
+- ``accuracy_vs_alpha.png``: test accuracy of the validation-selected model against alpha, one line
+  per pipeline with error bars over seeds, beside the final train accuracy (interpolation line 99.5%);
+- ``spread.png``: the spread across alpha per pipeline with its bootstrap interval;
+- ``training_curves.png``: train (un-augmented) and test accuracy over epochs, one panel per pipeline,
+  one colour per alpha (seed mean);
+- ``eff_lr.png``: effective learning rate lr / |w|^2 of the BN-followed convs over epochs (geometric
+  mean over layers), one panel per pipeline, one colour per alpha; and ``eff_lr_layers_<k>.png``:
+  the same per layer, one panel per alpha, for pipeline k.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from initmem.empirical.memory import (
+    accuracy_table,
+    load_epochs,
+    load_layers,
+    load_sweep,
+    pipeline_columns,
+    spread_table,
+)
+from initmem.empirical.sweep import SweepSpec, sweep_status
+
+FIGURE_DPI = 120
+
+
+def write_report(
+    sweep_dir: str | Path,
+    *,
+    notes: Sequence[str] = (),
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+) -> Path:
+    """Write ``report.md`` and ``figures/*.png`` into the sweep folder; return the report's path.
+
+    ``notes`` are Markdown paragraphs placed after the summary table (e.g. a demo's verdict).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    sweep_dir = Path(sweep_dir)
+    figures = sweep_dir / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    runs = load_sweep(sweep_dir)
+    status = sweep_status(sweep_dir)
+    spec = SweepSpec.from_file(sweep_dir / "sweep.toml")
+    spread = spread_table(runs, n_boot=n_boot, confidence=confidence)
+    accuracy = accuracy_table(runs)
+    finished = runs[runs["status"].isin(("completed", "diverged"))]
+    epochs = load_epochs(finished)
+    layers = load_layers(finished)
+
+    lines = [f"# Sweep report: {spec.name}", ""]
+    if spec.description:
+        lines += [spec.description.strip(), ""]
+    lines += [
+        f"Folder `{sweep_dir}`: {status.summary()}.",
+        "",
+        "## Initialization memory per pipeline",
+        "",
+        "A pipeline is every config field except `alpha` (init scale) and `seed`. *Spread*: max minus "
+        "min over alpha of the seed-mean test accuracy of the validation-selected checkpoint "
+        f"(percentage points), with a {100 * confidence:.0f}% bootstrap interval over seeds. "
+        "*Interpolated*: every run reached >= 99.5% accuracy on its (un-augmented) training set. "
+        "*Disagreement*: fraction of test points where the validation-selected models of two alphas "
+        "(same seed) predict different classes, averaged over pairs and seeds; *seed disagreement* is "
+        "the same between two seeds at one alpha (the noise floor).",
+        "",
+    ]
+    if spread.empty or "spread_pp" not in spread:
+        lines += ["No finished runs yet.", ""]
+    else:
+        lines += [_markdown_table(_spread_display(spread, confidence)), ""]
+        lines += [*[f"{n.strip()}\n" for n in notes]]
+        lines += [_figure(figures / "spread.png", plot_spread(spread, figures / "spread.png"))]
+        lines += ["", "## Test accuracy against alpha", ""]
+        lines += [_markdown_table(_accuracy_display(accuracy)), ""]
+        plot_accuracy_vs_alpha(accuracy, figures / "accuracy_vs_alpha.png")
+        lines += [_figure(figures / "accuracy_vs_alpha.png", True), ""]
+    lines += ["## Training curves", ""]
+    done = plot_training_curves(finished, epochs, figures / "training_curves.png")
+    lines += [_figure(figures / "training_curves.png", done, "no per-epoch logs"), ""]
+    lines += ["## Effective learning rate of the BN-followed convs", ""]
+    lines += [
+        "lr / |w|^2 for each conv weight followed by BatchNorm (scale-invariant): the quantity the "
+        "init scale sets (|w| grows with alpha) and that SGD at a low learning rate keeps for the "
+        "whole run, while weight decay and Adam's fixed-size steps pull it to a common value.",
+        "",
+    ]
+    done = plot_effective_lr(finished, layers, figures / "eff_lr.png")
+    lines += [_figure(figures / "eff_lr.png", done, "no per-layer logs"), ""]
+    for k, pipeline in enumerate(finished["pipeline"].unique()):
+        path = figures / f"eff_lr_layers_{k}.png"
+        if plot_effective_lr_layers(finished, layers, pipeline, path):
+            lines += [_figure(path, True), ""]
+    lines += ["## Pipelines", "", _markdown_table(_pipeline_display(runs)), ""]
+    if status.failures:
+        lines += ["## Failed runs", ""]
+        lines += [f"- `{h}` ({v}): {e}" for h, v, e in status.failures]
+        lines += [""]
+    report = sweep_dir / "report.md"
+    report.write_text("\n".join(lines))
+    return report
+
+
+# ====================================================================== tables
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _markdown_table(frame: pd.DataFrame) -> str:
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body])
+
+
+def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    rows = []
+    for _, r in spread.iterrows():
+        ci = (
+            f"[{_fmt(r['ci_low_pp'])}, {_fmt(r['ci_high_pp'])}]"
+            if np.isfinite(r.get("ci_low_pp", np.nan))
+            else "–"
+        )
+        rows.append(
+            {
+                "pipeline": r["label"],
+                "spread (pp)": _fmt(r.get("spread_pp")),
+                f"{100 * confidence:.0f}% CI (pp)": ci,
+                "seed std (pp)": _fmt(r.get("seed_std_pp")),
+                "best / worst alpha": f"{_fmt(r.get('best_alpha'), 3)} / {_fmt(r.get('worst_alpha'), 3)}",
+                "interpolated": _fmt(r.get("interpolated")),
+                "min train acc (%)": _fmt(r.get("min_train_acc_pct")),
+                "disagreement alphas": _fmt(r.get("disagreement"), 3),
+                "disagreement seeds": _fmt(r.get("seed_disagreement"), 3),
+                "runs": f"{r['n_runs']}"
+                + (f" ({r['n_diverged']} diverged)" if r["n_diverged"] else "")
+                + (f", {r['n_unfinished']} unfinished" if r["n_unfinished"] else ""),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _accuracy_display(accuracy: pd.DataFrame) -> pd.DataFrame:
+    cells = accuracy.assign(
+        cell=[
+            f"{_fmt(m)} ± {_fmt(s)}" if np.isfinite(s) else _fmt(m)
+            for m, s in zip(accuracy["test_acc_pct"], accuracy["test_acc_std_pct"], strict=True)
+        ]
+    )
+    table = cells.pivot_table(index="alpha", columns="label", values="cell", aggfunc="first")
+    table = table[list(dict.fromkeys(accuracy["label"]))].fillna("–")
+    table.insert(0, "alpha", [_fmt(a, 3) for a in table.index])
+    table.columns.name = None
+    return table.reset_index(drop=True)
+
+
+def _pipeline_display(runs: pd.DataFrame) -> pd.DataFrame:
+    firsts = runs.drop_duplicates("pipeline")
+    varying = [c for c in pipeline_columns() if firsts[c].astype(str).nunique(dropna=False) > 1]
+    shown = firsts[["label", *varying]].copy()
+    for column in varying:
+        shown[column] = [_fmt(v, 6) for v in shown[column]]
+    grid = runs.groupby("pipeline", sort=False).agg(
+        alphas=("alpha", lambda a: ", ".join(_fmt(x, 3) for x in sorted(set(a)))),
+        seeds=("seed", lambda s: len(set(s))),
+    )
+    shown["alphas"] = list(grid.loc[firsts["pipeline"], "alphas"])
+    shown["seeds"] = list(grid.loc[firsts["pipeline"], "seeds"])
+    return shown.rename(columns={"label": "pipeline"})
+
+
+def _figure(path: Path, made: bool, missing: str = "no data") -> str:
+    return f"![{path.stem}](figures/{path.name})" if made else f"_({path.stem}: {missing})_"
+
+
+# ====================================================================== figures
+def _pyplot():
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _alpha_colors(alphas: Sequence[float]) -> dict[float, Any]:
+    plt = _pyplot()
+    alphas = sorted(set(alphas))
+    cmap = plt.get_cmap("viridis")
+    if len(alphas) == 1:
+        return {alphas[0]: cmap(0.5)}
+    logs = np.log(alphas)
+    return {a: cmap(0.9 * (la - logs[0]) / (logs[-1] - logs[0])) for a, la in zip(alphas, logs, strict=True)}
+
+
+def _save(fig: Any, path: Path) -> None:
+    fig.savefig(path, dpi=FIGURE_DPI, bbox_inches="tight")
+    _pyplot().close(fig)
+
+
+def plot_spread(spread: pd.DataFrame, path: Path) -> bool:
+    """Horizontal bars: spread across alpha per pipeline (pp), bootstrap interval as whiskers."""
+    plt = _pyplot()
+    table = spread.dropna(subset=["spread_pp"])
+    if table.empty:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(table) + 1.6))
+    y = np.arange(len(table))[::-1]
+    low = (table["spread_pp"] - table["ci_low_pp"]).clip(lower=0).fillna(0)
+    high = (table["ci_high_pp"] - table["spread_pp"]).clip(lower=0).fillna(0)
+    colors = ["tab:blue" if i else "tab:gray" for i in table["interpolated"]]
+    ax.barh(y, table["spread_pp"], xerr=[low, high], color=colors, capsize=4, alpha=0.85)
+    for yi, value in zip(y, table["spread_pp"], strict=True):
+        ax.text(value, yi + 0.3, f" {value:.1f} pp", va="center", fontsize=9)
+    ax.set_yticks(y, table["label"])
+    ax.set_xlabel("spread of test accuracy across α (max − min of seed means, pp)")
+    ax.set_title("Initialization memory per pipeline\n(blue: every run interpolated; grey: not all)")
+    ax.set_xlim(0, max(1.0, float((table["spread_pp"] + high).max()) * 1.25))
+    ax.grid(axis="x", alpha=0.3)
+    _save(fig, path)
+    return True
+
+
+def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
+    """Test accuracy (seed mean ± std) and lowest final train accuracy against alpha, per pipeline."""
+    plt = _pyplot()
+    if accuracy.empty:
+        return False
+    fig, (ax_test, ax_train) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for k, (label, group) in enumerate(accuracy.groupby("label", sort=False)):
+        color = plt.get_cmap("tab10")(k % 10)
+        ax_test.errorbar(
+            group["alpha"],
+            group["test_acc_pct"],
+            yerr=group["test_acc_std_pct"].fillna(0),
+            marker="o",
+            capsize=3,
+            color=color,
+            label=label,
+        )
+        ax_train.plot(group["alpha"], group["min_train_acc_pct"], marker="s", color=color, label=label)
+    ax_train.axhline(99.5, color="k", ls="--", lw=1, label="99.5% (interpolation)")
+    for ax in (ax_test, ax_train):
+        ax.set_xscale("log")
+        ax.set_xlabel("init scale α (log)")
+        ax.grid(alpha=0.3)
+    ax_test.set_ylabel("test accuracy of the validation-selected model (%)")
+    ax_test.set_title("Test accuracy vs α (error bars: std over seeds)")
+    ax_train.set_ylabel("final train accuracy, lowest seed (%)")
+    ax_train.set_title("Did every run fit its training set?")
+    ax_test.legend(fontsize=8)
+    ax_train.legend(fontsize=8, loc="lower left")
+    _save(fig, path)
+    return True
+
+
+def _panel_grid(n: int, width: float = 4.2, height: float = 3.3, max_cols: int = 3):
+    plt = _pyplot()
+    cols = min(n, max_cols)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def plot_training_curves(runs: pd.DataFrame, epochs: pd.DataFrame, path: Path) -> bool:
+    """Per pipeline: train (dashed, un-augmented) and test (solid) accuracy over epochs, per alpha."""
+    if epochs.empty or "test_acc" not in epochs:
+        return False
+    merged = epochs.merge(runs[["hash", "pipeline", "label", "alpha"]], on="hash")
+    train_key = "train_eval_acc" if "train_eval_acc" in merged else "train_acc"
+    colors = _alpha_colors(merged["alpha"])
+    pipelines = list(dict.fromkeys(merged["pipeline"]))
+    fig, axes = _panel_grid(len(pipelines))
+    for ax, pipeline in zip(axes, pipelines, strict=True):
+        part = merged[merged["pipeline"] == pipeline]
+        mean = part.groupby(["alpha", "epoch"])[["test_acc", train_key]].mean().reset_index()
+        for alpha, curve in mean.groupby("alpha"):
+            color = colors[alpha]
+            ax.plot(curve["epoch"], 100 * curve["test_acc"], color=color, label=f"α = {alpha:g}")
+            ax.plot(curve["epoch"], 100 * curve[train_key], color=color, ls="--", lw=1)
+        ax.set_title(part["label"].iloc[0], fontsize=10)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.set_ylim(0, 101)
+    axes[0].legend(fontsize=8, loc="lower right", title="solid: test, dashed: train", title_fontsize=8)
+    fig.suptitle("Training curves (seed mean)")
+    fig.tight_layout()
+    _save(fig, path)
+    return True
+
+
+def _scale_invariant(layers: pd.DataFrame) -> pd.DataFrame:
+    if layers.empty or "eff_lr" not in layers:
+        return layers.iloc[0:0]
+    if "scale_invariant" in layers and layers["scale_invariant"].astype(bool).any():
+        return layers[layers["scale_invariant"].astype(bool)]
+    return layers
+
+
+def plot_effective_lr(runs: pd.DataFrame, layers: pd.DataFrame, path: Path) -> bool:
+    """Per pipeline: geometric mean over BN-followed convs of lr/|w|^2 over epochs, one line per alpha."""
+    chosen = _scale_invariant(layers)
+    if chosen.empty:
+        return False
+    merged = chosen.merge(runs[["hash", "pipeline", "label", "alpha"]], on="hash")
+    merged = merged[np.isfinite(merged["eff_lr"]) & (merged["eff_lr"] > 0)]
+    if merged.empty:
+        return False
+    merged = merged.assign(log_eff_lr=np.log10(merged["eff_lr"]))
+    colors = _alpha_colors(merged["alpha"])
+    pipelines = list(dict.fromkeys(merged["pipeline"]))
+    fig, axes = _panel_grid(len(pipelines))
+    for ax, pipeline in zip(axes, pipelines, strict=True):
+        part = merged[merged["pipeline"] == pipeline]
+        mean = part.groupby(["alpha", "epoch"])["log_eff_lr"].mean().reset_index()
+        for alpha, curve in mean.groupby("alpha"):
+            ax.plot(curve["epoch"], 10 ** curve["log_eff_lr"], color=colors[alpha], label=f"α = {alpha:g}")
+        ax.set_yscale("log")
+        ax.set_title(part["label"].iloc[0], fontsize=10)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("lr / |w|² (geometric mean over layers)")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Effective learning rate of the BN-followed convs: separated lines = memory of α")
+    fig.tight_layout()
+    _save(fig, path)
+    return True
+
+
+def plot_effective_lr_layers(
+    runs: pd.DataFrame, layers: pd.DataFrame, pipeline: str, path: Path
+) -> bool:
+    """One pipeline: lr/|w|^2 per layer over epochs, one panel per alpha (first seed), colour = depth."""
+    plt = _pyplot()
+    chosen = _scale_invariant(layers)
+    part = runs[runs["pipeline"] == pipeline]
+    if chosen.empty or part.empty:
+        return False
+    first_seed = part.sort_values("seed").drop_duplicates("alpha").sort_values("alpha")
+    data = chosen[chosen["hash"].isin(first_seed["hash"])]
+    data = data[np.isfinite(data["eff_lr"]) & (data["eff_lr"] > 0)]
+    if data.empty:
+        return False
+    names = list(dict.fromkeys(data["layer"]))
+    cmap = plt.get_cmap("plasma")
+    fig, axes = _panel_grid(len(first_seed), width=3.6, height=3.0, max_cols=4)
+    low, high = data["eff_lr"].min(), data["eff_lr"].max()
+    for ax, (_, run) in zip(axes, first_seed.iterrows(), strict=True):
+        for i, name in enumerate(names):
+            curve = data[(data["hash"] == run["hash"]) & (data["layer"] == name)]
+            color = cmap(0.85 * i / max(1, len(names) - 1))
+            ax.plot(curve["epoch"], curve["eff_lr"], color=color, lw=1.2, label=name)
+        ax.set_yscale("log")
+        ax.set_ylim(low / 1.5, high * 1.5)
+        ax.set_title(f"α = {run['alpha']:g} (seed {run['seed']})", fontsize=10)
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("lr / |w|²")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), title="layer (input → output)")
+    fig.suptitle(f"Per-layer effective learning rate — {part['label'].iloc[0]}")
+    fig.tight_layout()
+    _save(fig, path)
+    return True
+
+
+__all__ = [
+    "plot_accuracy_vs_alpha",
+    "plot_effective_lr",
+    "plot_effective_lr_layers",
+    "plot_spread",
+    "plot_training_curves",
+    "write_report",
+]

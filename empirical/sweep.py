@@ -1,0 +1,694 @@
+"""Sweeps: one TOML file -> a manifest of runs keyed by content hash -> a backend runs the missing ones.
+
+A sweep file has a ``[base]`` table (any :class:`~initmem.empirical.config.RunConfig` field), a ``[grid]``
+table (field = list of values; the sweep takes their product) and optional ``[[variants]]`` tables (a
+``name`` and a set of overrides, e.g. one training pipeline; a variant may carry its own ``grid`` table
+that replaces or adds axes for its runs). The sweep is variants x grid::
+
+    name = "small"
+    [base]
+    dataset = "fashion-mnist"
+    epochs = 20
+    [grid]
+    alpha = [0.25, 1.0, 4.0]
+    seed = [0, 1]
+    [[variants]]
+    name = "sgd"
+    optimizer = "sgd"
+    [[variants]]
+    name = "adam"
+    optimizer = "adam"
+    grid = { seed = [0] }        # this pipeline: one seed only
+
+Every expanded config is validated before any run starts. Each run is keyed by ``RunConfig.hash`` and
+lives in ``DIR/runs/<hash>/`` (see docs/run-format.md). A run is done when its ``result.json`` exists;
+a per-run lock (``fcntl.flock`` on ``runs/<hash>/.lock``, freed by the kernel when its holder dies, even
+by ``kill -9``) keeps two workers off the same run, so rerunning the same command skips finished runs,
+resumes unfinished ones from their ``last.pt`` and never trains a run twice at once.
+
+Locks and shared file systems: ``flock`` works across processes of one machine. On NFSv4 and Lustre
+(mounted with ``flock``) Linux maps it to byte-range locks that also work across nodes; on file systems
+without lock support, do not point two independent sweep drivers at one folder. The submitit backend
+gives each array task its own runs, so there the lock is a second safety net.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import importlib
+import importlib.resources
+import itertools
+import json
+import math
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from initmem.empirical.config import ConfigError, RunConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: Keys allowed at the top of a sweep file.
+SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep")
+#: Keys of the optional ``[sweep]`` table (sweep-level options; the command line overrides them).
+SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "ray_address", "submitit")
+BACKENDS = ("local", "submitit", "ray")
+#: The trainer a sweep calls on each run unless told otherwise (``module:function``).
+DEFAULT_TRAINER = "initmem.empirical.train:train"
+#: Run states. Finished runs are ``completed`` or ``diverged`` (their result.json exists).
+FINISHED_STATES = ("completed", "diverged")
+RUN_STATES = ("completed", "diverged", "running", "failed", "pending")
+
+
+class SweepError(ValueError):
+    """A sweep file or sweep folder is invalid; the message names the variant and field."""
+
+
+# ====================================================================== the sweep file
+@dataclass(frozen=True)
+class Variant:
+    """One pipeline of a sweep: config overrides and grid axes of its own (replacing the sweep's)."""
+
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed sweep file. ``options`` holds the ``[sweep]`` table; ``source`` the text as given."""
+
+    name: str
+    base: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    variants: tuple[Variant, ...] = (Variant("v0"),)
+    options: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    source: str = ""
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], *, name: str = "sweep", source: str = "") -> SweepSpec:
+        """Build from parsed TOML; raises SweepError on an unknown key or a malformed table."""
+        unknown = sorted(set(values) - set(SWEEP_FILE_KEYS))
+        if unknown:
+            raise SweepError(
+                f"unknown top-level key(s) {unknown} in sweep file; allowed: {list(SWEEP_FILE_KEYS)}"
+            )
+        base = _table(values, "base")
+        _check_fields("base", base)
+        grid = _grid_table("grid", _table(values, "grid"))
+        options = _table(values, "sweep")
+        bad_options = sorted(set(options) - set(SWEEP_OPTIONS))
+        if bad_options:
+            raise SweepError(f"unknown [sweep] option(s) {bad_options}; allowed: {list(SWEEP_OPTIONS)}")
+        raw_variants = values.get("variants", [{}])
+        if not isinstance(raw_variants, list) or not raw_variants:
+            raise SweepError("variants must be a non-empty array of tables ([[variants]])")
+        variants = []
+        for index, raw in enumerate(raw_variants):
+            if not isinstance(raw, dict):
+                raise SweepError(f"variants[{index}] must be a table")
+            raw = dict(raw)
+            vname = str(raw.pop("name", f"v{index}"))
+            vgrid = _grid_table(f"variant '{vname}' grid", raw.pop("grid", {}))
+            _check_fields(f"variant '{vname}'", raw)
+            clash = sorted(set(raw) & (set(grid) - set(vgrid)))
+            if clash:
+                raise SweepError(
+                    f"variant '{vname}' sets {clash}, which the sweep grid also sets; put the values "
+                    f"in the variant's own grid table instead (grid = {{{clash[0]} = [...]}})"
+                )
+            variants.append(Variant(vname, raw, vgrid))
+        names = [v.name for v in variants]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise SweepError(f"variant names must be unique (repeated: {duplicates})")
+        return cls(
+            name=str(values.get("name", name)),
+            base=base,
+            grid=grid,
+            variants=tuple(variants),
+            options=options,
+            description=str(values.get("description", "")),
+            source=source,
+        )
+
+    @classmethod
+    def from_toml(cls, text: str, *, name: str = "sweep") -> SweepSpec:
+        try:
+            values = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise SweepError(f"invalid TOML in sweep file '{name}': {err}") from None
+        return cls.from_dict(values, name=name, source=text)
+
+    @classmethod
+    def from_file(cls, path_or_preset: str | Path) -> SweepSpec:
+        """Load a sweep file, or a shipped preset by name (see :func:`list_presets`)."""
+        path = Path(path_or_preset)
+        if path.is_file():
+            return cls.from_toml(path.read_text(), name=path.stem)
+        if str(path_or_preset) in list_presets():
+            return cls.from_toml(preset_text(str(path_or_preset)), name=str(path_or_preset))
+        raise SweepError(
+            f"sweep file not found: {path_or_preset} (nor a preset; presets: {sorted(list_presets())})"
+        )
+
+    # ------------------------------------------------------------ changes
+    def with_overrides(self, values: dict[str, Any]) -> SweepSpec:
+        """Set fields in every run: they go to ``base`` and leave every variant and grid axis."""
+        _check_fields("overrides", values)
+        base = {**self.base, **values}
+        base = {k: v for k, v in base.items() if v is not None}  # None = the field's default
+        grid = {k: v for k, v in self.grid.items() if k not in values}
+        variants = tuple(
+            Variant(
+                v.name,
+                {k: x for k, x in v.overrides.items() if k not in values},
+                {k: x for k, x in v.grid.items() if k not in values},
+            )
+            for v in self.variants
+        )
+        return dataclasses.replace(self, base=base, grid=grid, variants=variants, source="")
+
+    def with_grid(self, axes: dict[str, list[Any]]) -> SweepSpec:
+        """Replace grid axes for every variant (drops them from ``base``, variants and their grids)."""
+        axes = _grid_table("grid", axes)
+        base = {k: v for k, v in self.base.items() if k not in axes}
+        variants = tuple(
+            Variant(
+                v.name,
+                {k: x for k, x in v.overrides.items() if k not in axes},
+                {k: x for k, x in v.grid.items() if k not in axes},
+            )
+            for v in self.variants
+        )
+        grid = {**self.grid, **axes}
+        return dataclasses.replace(self, base=base, grid=grid, variants=variants, source="")
+
+    def with_options(self, **options: Any) -> SweepSpec:
+        """Set ``[sweep]`` options (None values are left as they were)."""
+        merged = {**self.options, **{k: v for k, v in options.items() if v is not None}}
+        bad = sorted(set(merged) - set(SWEEP_OPTIONS))
+        if bad:
+            raise SweepError(f"unknown sweep option(s) {bad}; allowed: {list(SWEEP_OPTIONS)}")
+        return dataclasses.replace(self, options=merged, source="")
+
+    # ------------------------------------------------------------ expansion
+    def expand(self) -> list[SweepRun]:
+        """Every run of the sweep (variants x grid), validated; raises SweepError on the first bad one.
+
+        Order: variants in file order; within a variant the grid product with the first axis slowest.
+        """
+        runs: list[SweepRun] = []
+        seen: dict[str, str] = {}
+        for variant in self.variants:
+            grid = {**self.grid, **variant.grid}
+            keys = list(grid)
+            for point in itertools.product(*(grid[k] for k in keys)):
+                values = {**self.base, **variant.overrides, **dict(zip(keys, point, strict=True))}
+                where = ", ".join(f"{k}={v!r}" for k, v in zip(keys, point, strict=True))
+                try:
+                    config = RunConfig.from_dict(values)
+                except ConfigError as err:
+                    raise SweepError(
+                        f"run {len(runs)} of sweep '{self.name}' (variant '{variant.name}'"
+                        f"{', ' + where if where else ''}): {err}"
+                    ) from None
+                run = SweepRun(config.hash, variant.name, config)
+                if run.hash in seen:
+                    raise SweepError(
+                        f"variant '{variant.name}' ({where}) repeats a run of variant "
+                        f"'{seen[run.hash]}' with the same config (hash {run.hash})"
+                    )
+                seen[run.hash] = variant.name
+                runs.append(run)
+        return runs
+
+    def to_toml(self) -> str:
+        """The sweep as a TOML file (used when the spec was changed after loading)."""
+        lines = [f"name = {_toml_value(self.name)}"]
+        if self.description:
+            lines.append(f"description = {_toml_value(self.description)}")
+        for title, table in (("base", self.base), ("grid", self.grid)):
+            if table:
+                lines += ["", f"[{title}]", *(f"{k} = {_toml_value(v)}" for k, v in table.items())]
+        flat_options = {k: v for k, v in self.options.items() if not isinstance(v, dict)}
+        if flat_options:
+            lines += ["", "[sweep]", *(f"{k} = {_toml_value(v)}" for k, v in flat_options.items())]
+        for key, sub in self.options.items():
+            if isinstance(sub, dict):
+                lines += ["", f"[sweep.{key}]", *(f"{k} = {_toml_value(v)}" for k, v in sub.items())]
+        for variant in self.variants:
+            lines += ["", "[[variants]]", f"name = {_toml_value(variant.name)}"]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in variant.overrides.items()]
+            if variant.grid:
+                inner = ", ".join(f"{k} = {_toml_value(v)}" for k, v in variant.grid.items())
+                lines.append(f"grid = {{ {inner} }}")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One run of a sweep: its content hash, the variant that produced it, its validated config."""
+
+    hash: str
+    variant: str
+    config: RunConfig
+
+    def run_dir(self, sweep_dir: str | Path) -> Path:
+        return Path(sweep_dir) / "runs" / self.hash
+
+    def task(self, sweep_dir: str | Path) -> dict[str, Any]:
+        """What a worker needs (plain data, picklable): hash, variant, run_dir and the config dict."""
+        run_dir = self.run_dir(sweep_dir).resolve()
+        config = self.config.to_dict() | {"out_dir": str(run_dir), "quiet": True}
+        return {"hash": self.hash, "variant": self.variant, "run_dir": str(run_dir), "config": config}
+
+
+def _table(values: dict[str, Any], key: str) -> dict[str, Any]:
+    table = values.get(key, {})
+    if not isinstance(table, dict):
+        raise SweepError(f"[{key}] must be a table")
+    return dict(table)
+
+
+def _check_fields(where: str, values: dict[str, Any]) -> None:
+    known = RunConfig.field_names()
+    for key in values:
+        if key not in known:
+            import difflib
+
+            hint = difflib.get_close_matches(key, known, n=1)
+            raise SweepError(
+                f"{where}: unknown config field '{key}'"
+                + (f" (did you mean '{hint[0]}'?)" if hint else "")
+            )
+
+
+def _grid_table(where: str, grid: Any) -> dict[str, list[Any]]:
+    if not isinstance(grid, dict):
+        raise SweepError(f"{where} must be a table of field = [values]")
+    _check_fields(where, grid)
+    for key, values in grid.items():
+        if not isinstance(values, (list, tuple)) or len(values) == 0:
+            raise SweepError(f"{where}.{key} must be a non-empty list of values (got {values!r})")
+    return {k: list(v) for k, v in grid.items()}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SweepError(f"cannot write a non-finite number to TOML ({value})")
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise SweepError(f"cannot write {value!r} to TOML")
+
+
+# ====================================================================== presets
+def list_presets() -> dict[str, str]:
+    """Shipped sweep presets: ``{name: description}`` (files ``initmem/empirical/presets/*.toml``)."""
+    presets = {}
+    for entry in importlib.resources.files("initmem.empirical.presets").iterdir():
+        if entry.name.endswith(".toml"):
+            values = tomllib.loads(entry.read_text())
+            presets[entry.name[: -len(".toml")]] = str(values.get("description", ""))
+    return dict(sorted(presets.items()))
+
+
+def preset_text(name: str) -> str:
+    """The TOML text of a shipped preset."""
+    resource = importlib.resources.files("initmem.empirical.presets") / f"{name}.toml"
+    if not resource.is_file():
+        raise SweepError(f"unknown preset '{name}' (presets: {sorted(list_presets())})")
+    return resource.read_text()
+
+
+# ====================================================================== the sweep folder
+def prepare_sweep(spec: SweepSpec, sweep_dir: str | Path, *, update: bool = False) -> list[SweepRun]:
+    """Validate every run, then write ``sweep.toml`` and ``manifest.json`` (atomically).
+
+    A folder that already holds a different sweep is refused unless ``update`` (then its manifest is
+    replaced; finished runs whose config hash is still in the sweep are kept and not rerun).
+    """
+    runs = spec.expand()
+    sweep_dir = Path(sweep_dir)
+    manifest = [{"hash": r.hash, "variant": r.variant, "config": r.config.to_dict()} for r in runs]
+    for entry, run in zip(manifest, runs, strict=True):
+        entry["config"]["out_dir"] = str(run.run_dir(sweep_dir).resolve())
+    manifest_path = sweep_dir / "manifest.json"
+    if manifest_path.exists() and not update:
+        old = json.loads(manifest_path.read_text())
+        if [(e["hash"], e["variant"]) for e in old] != [(r.hash, r.variant) for r in runs]:
+            common = len({e["hash"] for e in old} & {r.hash for r in runs})
+            raise SweepError(
+                f"{sweep_dir} holds a different sweep ({len(old)} runs, {common} in common with this "
+                f"one of {len(runs)}); pass update=True (--update) to replace its manifest, keeping "
+                "finished runs, or choose another output folder"
+            )
+    (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
+    write_atomic(sweep_dir / "sweep.toml", spec.source or spec.to_toml())
+    write_atomic(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    return runs
+
+
+def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
+    """The runs of a sweep folder, in expansion order."""
+    path = Path(sweep_dir) / "manifest.json"
+    if not path.is_file():
+        raise SweepError(f"{sweep_dir} is not a sweep folder (no manifest.json)")
+    runs = []
+    for entry in json.loads(path.read_text()):
+        config = RunConfig.from_dict(entry["config"], validate=False)
+        runs.append(SweepRun(entry["hash"], entry["variant"], config))
+    return runs
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write a text file so that readers see the old or the new content, never a part (temp + rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+# ====================================================================== per-run locks and state
+@contextlib.contextmanager
+def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
+    """Hold the run's lock (``run_dir/.lock``) for the block; yields False if another process holds it.
+
+    ``fcntl.flock`` is released by the kernel when the holder exits, however it dies. A short
+    ``wait_s`` rides over a status probe that holds the lock for a moment.
+    """
+    path = Path(run_dir) / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        acquired = False
+        deadline = time.monotonic() + wait_s
+        while not acquired:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                acquired = True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        if acquired:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{socket.gethostname()} pid {os.getpid()} since {time.ctime()}\n".encode())
+        yield acquired
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def lock_is_held(run_dir: str | Path) -> bool:
+    """True if some process holds the run's lock (a brief non-blocking probe)."""
+    path = Path(run_dir) / ".lock"
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def read_result(run_dir: str | Path) -> dict[str, Any] | None:
+    """The run's result.json as a dict, or None if the run has not finished."""
+    path = Path(run_dir) / "result.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def run_state(run_dir: str | Path) -> str:
+    """One of :data:`RUN_STATES`: finished (completed/diverged), running (locked), failed, pending."""
+    result = read_result(run_dir)
+    if result is not None:
+        return str(result.get("status", "completed"))
+    if lock_is_held(run_dir):
+        return "running"
+    if (Path(run_dir) / "error.txt").is_file():
+        return "failed"
+    return "pending"
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    """Counts of run states in a sweep folder; ``resumable`` pending runs have a ``last.pt``."""
+
+    total: int
+    completed: int
+    diverged: int
+    running: int
+    failed: int
+    pending: int
+    resumable: int
+    failures: tuple[tuple[str, str, str], ...] = ()  # (hash, variant, first line of error.txt)
+
+    @property
+    def done(self) -> int:
+        """Finished runs (completed or diverged)."""
+        return self.completed + self.diverged
+
+    def to_dict(self) -> dict[str, Any]:
+        values = dataclasses.asdict(self) | {"done": self.done}
+        values["failures"] = [
+            {"hash": h, "variant": v, "error": e} for h, v, e in self.failures
+        ]
+        return values
+
+    def summary(self) -> str:
+        return (
+            f"{self.done}/{self.total} done ({self.completed} completed, {self.diverged} diverged), "
+            f"{self.running} running, {self.failed} failed, {self.pending} pending"
+            + (f" ({self.resumable} with a checkpoint)" if self.resumable else "")
+        )
+
+
+def sweep_status(sweep_dir: str | Path) -> SweepStatus:
+    """Count the run states of a sweep folder (reads result.json files and probes the locks)."""
+    counts = dict.fromkeys(RUN_STATES, 0)
+    resumable = 0
+    failures = []
+    for run in read_manifest(sweep_dir):
+        run_dir = run.run_dir(sweep_dir)
+        state = run_state(run_dir)
+        counts[state if state in counts else "completed"] += 1
+        if state == "pending" and (run_dir / "last.pt").is_file():
+            resumable += 1
+        if state == "failed":
+            failures.append((run.hash, run.variant, _first_error_line(run_dir)))
+    return SweepStatus(
+        total=sum(counts.values()), resumable=resumable, failures=tuple(failures), **counts
+    )
+
+
+def _first_error_line(run_dir: Path) -> str:
+    lines = (run_dir / "error.txt").read_text().strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+# ====================================================================== one run, on a worker
+def resolve_trainer(trainer: str | Callable[[RunConfig], Any]) -> Callable[[RunConfig], Any]:
+    """A trainer given as ``module:function`` (or a callable) -> the callable."""
+    if callable(trainer):
+        return trainer
+    module_name, sep, attr = str(trainer).partition(":")
+    if not sep or not module_name or not attr:
+        raise SweepError(f"trainer must look like module:function (got {trainer!r})")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise SweepError(f"cannot load trainer {trainer!r}: {err}") from None
+
+
+def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER) -> dict[str, Any]:
+    """Train one run of a sweep under its lock; what every backend calls on its workers.
+
+    Skips a finished run, resumes an unfinished one (the trainer reads ``last.pt``), records an
+    exception in ``error.txt`` (status ``failed``) instead of raising. Returns an outcome dict:
+    ``hash``, ``status`` (completed, diverged, failed, or ``locked`` when another process holds the
+    run), ``message``, ``wall_s``.
+    """
+    start = time.monotonic()
+    run_dir = Path(task["run_dir"])
+    outcome = {"hash": task["hash"], "variant": task["variant"], "message": ""}
+    with run_lock(run_dir) as acquired:
+        if not acquired:
+            return outcome | {"status": "locked", "message": "another process holds the run"}
+        result = read_result(run_dir)
+        if result is None:
+            (run_dir / "error.txt").unlink(missing_ok=True)  # a retry of a failed run
+            try:
+                config = RunConfig.from_dict(task["config"])
+                returned = resolve_trainer(trainer)(config)
+                result = read_result(run_dir)
+                if result is None:  # a trainer that does not write result.json itself
+                    result = _result_dict(returned, task)
+                    write_atomic(run_dir / "result.json", json.dumps(result, indent=1) + "\n")
+            except Exception:
+                record_failure(task, traceback.format_exc())
+                return outcome | {
+                    "status": "failed",
+                    "message": _first_error_line(run_dir),
+                    "wall_s": time.monotonic() - start,
+                }
+        status = str(result.get("status", "completed"))
+        return outcome | {
+            "status": status,
+            "message": str(result.get("reason") or ""),
+            "wall_s": time.monotonic() - start,
+        }
+
+
+def record_failure(task: dict[str, Any], text: str) -> dict[str, Any]:
+    """Write ``error.txt`` for a run that failed (exception, dead worker, cluster error)."""
+    run_dir = Path(task["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / "error.txt", text.rstrip() + "\n")
+    last = text.strip().splitlines()[-1] if text.strip() else ""
+    return {"hash": task["hash"], "variant": task["variant"], "status": "failed", "message": last}
+
+
+def _result_dict(returned: Any, task: dict[str, Any]) -> dict[str, Any]:
+    if dataclasses.is_dataclass(returned) and not isinstance(returned, type):
+        values = dataclasses.asdict(returned)
+    elif isinstance(returned, dict):
+        values = dict(returned)
+    else:
+        values = {}
+    values.setdefault("status", "completed")
+    values.setdefault("hash", task["hash"])
+    values.setdefault("run_dir", task["run_dir"])
+    return values
+
+
+# ====================================================================== the driver
+def run_sweep(
+    spec: SweepSpec | str | Path,
+    sweep_dir: str | Path,
+    *,
+    backend: str | None = None,
+    workers: int | None = None,
+    runs_per_gpu: int | None = None,
+    trainer: str | Callable[[RunConfig], Any] = DEFAULT_TRAINER,
+    progress: bool = True,
+    update: bool = False,
+    backend_options: dict[str, Any] | None = None,
+) -> SweepStatus:
+    """Run every unfinished run of a sweep; return the folder's status at the end.
+
+    ``backend`` is ``local`` (a process pool of ``workers``; the default), ``submitit`` (SLURM job
+    arrays, ``workers`` = the cap on parallel array tasks) or ``ray``. Arguments left as None take the
+    sweep file's ``[sweep]`` options, then the defaults. ``runs_per_gpu`` runs share one GPU.
+    ``trainer`` is ``module:function`` (or a picklable callable) taking a RunConfig and writing the
+    run folder. Failed and diverged runs are recorded and the sweep goes on; failed runs are retried
+    by the next call. Invalid sweeps raise SweepError before anything runs.
+    """
+    from initmem.empirical import backends
+
+    if not isinstance(spec, SweepSpec):
+        spec = SweepSpec.from_file(spec)
+    options = spec.options
+    backend = backend or options.get("backend", "local")
+    if backend not in BACKENDS:
+        raise SweepError(f"backend must be one of {list(BACKENDS)} (got {backend!r})")
+    workers = workers if workers is not None else options.get("workers")
+    runs_per_gpu = runs_per_gpu if runs_per_gpu is not None else options.get("runs_per_gpu", 1)
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise SweepError(f"workers must be a positive integer (got {workers!r})")
+    if not isinstance(runs_per_gpu, int) or runs_per_gpu < 1:
+        raise SweepError(f"runs_per_gpu must be a positive integer (got {runs_per_gpu!r})")
+    if isinstance(trainer, str):
+        resolve_trainer(trainer)  # fail now, not on every worker
+    runs = prepare_sweep(spec, sweep_dir, update=update)
+    todo = [r.task(sweep_dir) for r in runs if run_state(r.run_dir(sweep_dir)) not in FINISHED_STATES]
+    extra = dict(backend_options or {})
+    if backend == "ray":
+        extra.setdefault("address", options.get("ray_address"))
+    if backend == "submitit":
+        extra = {**options.get("submitit", {}), **extra}
+
+    from tqdm.auto import tqdm
+
+    counts = {"diverged": 0, "failed": 0, "locked": 0}
+    bar = tqdm(
+        total=len(runs),
+        initial=len(runs) - len(todo),
+        desc=f"sweep {spec.name}",
+        unit="run",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    try:
+        run_backend = backends.get_backend(backend)
+        for outcome in run_backend(
+            todo,
+            trainer=trainer,
+            workers=workers,
+            runs_per_gpu=runs_per_gpu,
+            sweep_dir=Path(sweep_dir),
+            name=spec.name,
+            options=extra,
+        ):
+            if outcome["status"] in counts:
+                counts[outcome["status"]] += 1
+            if outcome["status"] != "locked":
+                bar.update(1)
+            bar.set_postfix(
+                diverged=counts["diverged"], failed=counts["failed"], elsewhere=counts["locked"]
+            )
+    finally:
+        bar.close()
+    return sweep_status(sweep_dir)
+
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_TRAINER",
+    "SweepError",
+    "SweepRun",
+    "SweepSpec",
+    "SweepStatus",
+    "Variant",
+    "execute_run",
+    "list_presets",
+    "lock_is_held",
+    "preset_text",
+    "prepare_sweep",
+    "read_manifest",
+    "read_result",
+    "record_failure",
+    "run_lock",
+    "run_state",
+    "run_sweep",
+    "sweep_status",
+    "write_atomic",
+]

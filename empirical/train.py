@@ -1,0 +1,530 @@
+"""One training run: ``train(config) -> RunResult``, writing the run folder of docs/run-format.md.
+
+The loop, top to bottom::
+
+    evaluate at init (epoch 0)
+    for each epoch: a seeded permutation of the training split; for each batch of it:
+        gather the batch on the device, augment it (seeded), forward (bf16 autocast where asked),
+        backward, record per-layer gradient norms, coupled L2 / decoupled decay, optimizer step
+    every ``eval_every`` epochs: validation, test and un-augmented training accuracy in eval mode,
+        per-layer norms; keep the best-validation checkpoint (its test accuracy is the run's answer)
+    every ``checkpoint_every`` epochs and at the end: tables, predictions and last.pt (for resume)
+    result.json last.
+
+Every random draw is seeded from ``config.seed`` (model init, data order, augmentation), so two runs of
+one config on the CPU give identical logs, and a killed run resumed from ``last.pt`` ends with exactly
+the numbers of an uninterrupted one. A non-finite loss or a weight norm above ``max_weight_norm`` stops
+the run with status ``diverged`` (no exception).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .config import ConfigError, RunConfig
+from .data import DataSplits, ImageSplit, augment_batch, load_splits
+from .models import build_model, scale_invariant_parameters
+from .optim import (
+    DecoupledDecay,
+    add_coupled_l2,
+    build_optimizer,
+    handles_coupled_l2,
+    handles_decoupled_decay,
+    lr_factor,
+    set_lr,
+)
+from .runlog import RunFiles, RunResult, load_result
+
+#: Optimizer steps between divergence checks (each check syncs with the device once).
+DIVERGENCE_CHECK_EVERY = 25
+
+
+class RunFolderError(ValueError):
+    """The run folder holds another run (or a different config) and we were not told to replace it."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where and why a run stopped: ``step`` counts the optimizer steps done before the evidence."""
+
+    step: int
+    reason: str
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> CUDA if available, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device = 'cuda' but CUDA is not available here (use 'auto' or 'cpu')")
+    return torch.device(device)
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto`` -> ``bf16`` on CUDA, ``fp32`` on the CPU."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+# ==================================================================================== one run's state
+class Trainer:
+    """The moving parts of one run: data on the device, model, optimizer, generators, counters and the
+    per-layer accumulators since the last evaluation. :func:`train` drives it; benchmarks may call
+    :meth:`train_epoch` directly."""
+
+    def __init__(self, config: RunConfig, data: DataSplits | None = None, *, download: bool = True):
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.data = data if data is not None else load_splits(config, self.device, download=download)
+        _check_data(self.data, config, self.device)
+        self.autocast_dtype = (
+            torch.bfloat16 if resolve_precision(config.precision, self.device) == "bf16" else None
+        )
+        self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+
+        self.model = build_model(config).to(self.device, memory_format=self.memory_format)
+        self.forward = torch.compile(self.model) if config.compile else self.model
+        named = list(self.model.named_parameters())
+        self.names = [name for name, _ in named]
+        self.params = [p for _, p in named]
+        self.scale_invariant = set(scale_invariant_parameters(self.model))
+        self.init_params = [p.detach().clone() for p in self.params]
+
+        self.optimizer = build_optimizer(self.params, config)
+        self.decoupled = (
+            None
+            if handles_decoupled_decay(config)
+            else DecoupledDecay(self.params, config.weight_decay)
+        )
+        order_seed, augment_seed = np.random.SeedSequence(config.seed).generate_state(2)
+        self.order_generator = torch.Generator().manual_seed(int(order_seed))
+        self.augment_generator = torch.Generator(device=self.device).manual_seed(int(augment_seed))
+        self.step = 0
+        self.epoch = 0
+        self._reset_interval()
+
+    # ------------------------------------------------------------------ training
+    def current_lr(self) -> float:
+        """The learning rate of the last step taken (of the first step before any)."""
+        return self.config.lr * lr_factor(max(self.step - 1, 0), self.config)
+
+    def train_epoch(self) -> Divergence | None:
+        """One pass over the training split (fewer steps in a final partial epoch of a step-length run).
+        Returns a :class:`Divergence` if the run must stop, else None."""
+        cfg = self.config
+        steps = min(cfg.steps_per_epoch, cfg.total_steps - self.step)
+        order = torch.randperm(len(self.data.train), generator=self.order_generator)
+        batches = order[: steps * cfg.batch_size].view(steps, cfg.batch_size).to(self.device)
+        losses = torch.zeros(steps, device=self.device)
+        first_step = self.step
+        self.model.train()
+        for i in range(steps):
+            lr = cfg.lr * lr_factor(self.step, cfg)
+            loss, correct = self._train_step(batches[i], lr)
+            losses[i] = loss
+            self.correct += correct
+            self.step += 1
+            if (i + 1) % DIVERGENCE_CHECK_EVERY == 0 or i == steps - 1:
+                divergence = self._check_divergence(losses[: i + 1], first_step)
+                if divergence is not None:
+                    return divergence
+        self.loss_sum += losses.double().sum()
+        self.images_seen += steps * cfg.batch_size
+        self.epoch += 1
+        return None
+
+    def _train_step(self, batch: torch.Tensor, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.config
+        images = self.data.train.images[batch]
+        labels = self.data.train.labels[batch]
+        if cfg.augment:
+            images = augment_batch(images, self.augment_generator)
+        images = images.contiguous(memory_format=self.memory_format)
+        set_lr(self.optimizer, lr)
+        with self._autocast():
+            logits = self.forward(images)
+        loss = F.cross_entropy(logits.float(), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grads = [p.grad for p in self.params]
+        if cfg.track_grad_norms:
+            self._track_gradients(grads, lr)
+        c = 1.0 - lr * (cfg.l2 + cfg.weight_decay)
+        self.norm_sq_decay *= c * c
+        if not handles_coupled_l2(cfg):
+            add_coupled_l2(self.params, grads, cfg.l2)
+        if self.decoupled is not None:
+            self.decoupled.before_step(lr)
+        self.optimizer.step()
+        if self.decoupled is not None:
+            self.decoupled.after_step()
+        correct = (logits.detach().argmax(dim=1) == labels).sum()
+        return loss.detach(), correct
+
+    def _track_gradients(self, grads: list[torch.Tensor], lr: float) -> None:
+        """Per-layer |g_t|^2 (loss gradient, before L2) into the interval sums and the discounted
+        drift ``d <- c_t^2 d + lr_t^2 |g_t|^2`` with ``c_t = 1 - lr_t (l2 + weight_decay)``."""
+        cfg = self.config
+        grad_sq = torch.stack(torch._foreach_norm(grads)).double().square()
+        c = 1.0 - lr * (cfg.l2 + cfg.weight_decay)
+        self.grad_sq_sum += grad_sq
+        self.lr_sq_grad_sq_sum += lr * lr * grad_sq
+        self.norm_sq_drift.mul_(c * c).add_(grad_sq, alpha=lr * lr)
+        self.tracked_steps += 1
+
+    def _check_divergence(self, losses: torch.Tensor, first_step: int) -> Divergence | None:
+        finite = torch.isfinite(losses)
+        if not bool(finite.all()):
+            bad = int((~finite).nonzero()[0, 0])
+            value = float(losses[bad])
+            return Divergence(first_step + bad, f"non-finite training loss ({value}) at step {first_step + bad}")
+        norm = self.total_weight_norm()
+        if not norm <= self.config.max_weight_norm:
+            return Divergence(
+                self.step,
+                f"weight norm {norm:.4g} exceeds max_weight_norm {self.config.max_weight_norm:.4g} "
+                f"after {self.step} steps",
+            )
+        return None
+
+    def total_weight_norm(self) -> float:
+        with torch.no_grad():
+            return float(torch.stack(torch._foreach_norm(self.params)).double().norm())
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    def _reset_interval(self) -> None:
+        """Zero the accumulators that run from one evaluation to the next."""
+        n = len(self.params)
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.correct = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.images_seen = 0
+        self.tracked_steps = 0
+        self.grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=self.device)
+        self.lr_sq_grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=self.device)
+        self.norm_sq_drift = torch.zeros(n, dtype=torch.float64, device=self.device)
+        self.norm_sq_decay = 1.0
+        self.interval_start = [p.detach().clone() for p in self.params]
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate_split(self, split: ImageSplit) -> tuple[float, float, np.ndarray]:
+        """(mean cross-entropy, accuracy, predicted labels int16) on ``split`` in eval mode."""
+        self.model.eval()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        preds = []
+        for start in range(0, len(split), self.config.eval_batch_size):
+            images = split.images[start : start + self.config.eval_batch_size]
+            images = images.contiguous(memory_format=self.memory_format)
+            labels = split.labels[start : start + self.config.eval_batch_size]
+            with self._autocast():
+                logits = self.forward(images)
+            loss_sum += F.cross_entropy(logits.float(), labels, reduction="sum").double()
+            preds.append(logits.argmax(dim=1))
+        self.model.train()
+        pred = torch.cat(preds)
+        accuracy = float((pred == split.labels).double().mean())
+        return float(loss_sum) / len(split), accuracy, pred.to(torch.int16).cpu().numpy()
+
+    def evaluate(self, wall_time: float) -> tuple[dict[str, Any], np.ndarray]:
+        """One log record (docs/run-format.md) and the test predictions; resets the interval sums."""
+        cfg = self.config
+        val_loss, val_acc, _ = self.evaluate_split(self.data.val)
+        test_loss, test_acc, test_pred = self.evaluate_split(self.data.test)
+        _, train_eval_acc, _ = self.evaluate_split(self.data.train)
+        lr = self.current_lr()
+        trained = self.images_seen > 0
+        with torch.no_grad():
+            norms = torch.stack(torch._foreach_norm(self.params)).double()
+            dist = torch.stack(torch._foreach_norm(torch._foreach_sub(self.params, self.init_params)))
+            update = torch.stack(torch._foreach_norm(torch._foreach_sub(self.params, self.interval_start)))
+        norms, dist, update = (t.double().cpu().numpy() for t in (norms, dist, update))
+        tracked = self.tracked_steps > 0
+        grad_sq = self.grad_sq_sum.cpu().numpy()
+        lr_sq_grad_sq = self.lr_sq_grad_sq_sum.cpu().numpy()
+        drift = self.norm_sq_drift.cpu().numpy()
+        nan = float("nan")
+        layers = {}
+        for i, (name, param) in enumerate(zip(self.names, self.params, strict=True)):
+            layers[name] = {
+                "numel": param.numel(),
+                "scale_invariant": name in self.scale_invariant,
+                "weight_norm": float(norms[i]),
+                "eff_lr": lr / float(norms[i]) ** 2 if norms[i] > 0 else nan,
+                "dist_from_init": float(dist[i]),
+                "update_norm": float(update[i]) if trained else nan,
+                "grad_norm": math.sqrt(grad_sq[i] / self.tracked_steps) if tracked else nan,
+                "grad_sq_sum": float(grad_sq[i]) if tracked else nan,
+                "lr_sq_grad_sq_sum": float(lr_sq_grad_sq[i]) if tracked else nan,
+                "norm_sq_drift": float(drift[i]) if tracked else nan,
+            }
+        record = {
+            "epoch": self.epoch,
+            "step": self.step,
+            "lr": lr,
+            "weight_decay": cfg.weight_decay,
+            "l2": cfg.l2,
+            "train_loss": float(self.loss_sum) / (self.images_seen / cfg.batch_size) if trained else nan,
+            "train_acc": float(self.correct) / self.images_seen if trained else nan,
+            "train_eval_acc": train_eval_acc,
+            "val_loss": val_loss,
+            "val_acc": val_acc,
+            "test_loss": test_loss,
+            "test_acc": test_acc,
+            "weight_norm": float(np.sqrt((norms**2).sum())),
+            "dist_from_init": float(np.sqrt((dist**2).sum())),
+            "norm_sq_decay": self.norm_sq_decay if trained else nan,
+            "wall_time": wall_time,
+            "layers": layers,
+        }
+        self._reset_interval()
+        return record, test_pred
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that the next step depends on (the accumulators included)."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "order_generator": self.order_generator.get_state(),
+            "augment_generator": self.augment_generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "interval": {
+                "loss_sum": self.loss_sum,
+                "correct": self.correct,
+                "images_seen": self.images_seen,
+                "tracked_steps": self.tracked_steps,
+                "grad_sq_sum": self.grad_sq_sum,
+                "lr_sq_grad_sq_sum": self.lr_sq_grad_sq_sum,
+                "norm_sq_drift": self.norm_sq_drift,
+                "norm_sq_decay": self.norm_sq_decay,
+                "interval_start": self.interval_start,
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step = state["step"]
+        self.epoch = state["epoch"]
+        self.order_generator.set_state(state["order_generator"])
+        self.augment_generator.set_state(state["augment_generator"])
+        torch.set_rng_state(state["torch_rng"])
+        interval = state["interval"]
+        for key in ("images_seen", "tracked_steps", "norm_sq_decay"):
+            setattr(self, key, interval[key])
+        for key in ("loss_sum", "correct", "grad_sq_sum", "lr_sq_grad_sq_sum", "norm_sq_drift"):
+            setattr(self, key, interval[key].to(self.device))
+        self.interval_start = [t.to(self.device) for t in interval["interval_start"]]
+
+
+def _check_data(data: DataSplits, config: RunConfig, device: torch.device) -> None:
+    expected = (config.resolved_train_size, config.resolved_val_size)
+    found = (len(data.train), len(data.val))
+    if data.dataset != config.dataset or found != expected:
+        raise ValueError(
+            f"data holds {data.dataset} with train/val sizes {found}; the config asks for "
+            f"{config.dataset} with {expected}"
+        )
+    if data.train.images.device.type != device.type:
+        raise ValueError(f"data lives on {data.train.images.device}, the run on {device}")
+
+
+# ==================================================================================== the run
+@dataclass
+class _Best:
+    """The validation-selected predictor so far."""
+
+    val_acc: float = -1.0
+    epoch: int = 0
+    test_acc: float = float("nan")
+    test_pred: np.ndarray | None = None
+    model_state: dict[str, torch.Tensor] | None = None
+
+    def offer(self, record: dict[str, Any], test_pred: np.ndarray, model: torch.nn.Module) -> bool:
+        """Take the record (and a CPU copy of the model) if its validation accuracy beats the best;
+        ties keep the earlier epoch."""
+        if record["val_acc"] > self.val_acc:
+            self.val_acc, self.epoch = record["val_acc"], record["epoch"]
+            self.test_acc, self.test_pred = record["test_acc"], test_pred
+            self.model_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            return True
+        return False
+
+
+def train(
+    config: RunConfig,
+    *,
+    resume: bool | None = None,
+    data: DataSplits | None = None,
+    download: bool = True,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Train one run and write its folder ``config.out_dir`` (docs/run-format.md); return its result.
+
+    ``resume``: None (default) picks up whatever the folder holds for this same config: a finished run
+    is returned as is, an unfinished one continues from ``last.pt``, an empty folder starts fresh.
+    True does the same but is explicit (the CLI's ``--resume``). False starts fresh and refuses a folder
+    that already holds a run (:class:`RunFolderError`). A folder holding a different config (another
+    hash) is always refused.
+
+    ``data``: splits already loaded for this config (saves reloading in a sweep); ``download``: let
+    torchvision fetch a missing data set; ``callback(record)`` is called after each evaluation (and its
+    checkpoint), e.g. to stop a run from outside by raising.
+    """
+    config.validate()
+    files = RunFiles(config.out_dir)
+    _check_run_folder(files, config, resume)
+    if files.path("result.json").is_file():
+        return load_result(config.out_dir)
+
+    trainer = Trainer(config, data, download=download)
+    best = _Best()
+    clock_offset = 0.0
+    started = time.perf_counter()
+    if files.path("last.pt").is_file():
+        state = files.load_torch("last.pt")
+        trainer.load_state_dict(state["trainer"])
+        best = _Best(**state["best"])
+        clock_offset = state["wall_time"]
+        files.reopen(trainer.epoch, len(trainer.data.test))
+        files.save_torch("best.pt", best.model_state)  # a kill may have left a later one
+    else:
+        files.start(config, trainer.data.describe())
+
+    def wall_time() -> float:
+        return clock_offset + time.perf_counter() - started
+
+    def checkpoint() -> None:
+        files.write_tables()
+        if config.save_predictions:
+            files.write_predictions(_labels(trainer.data.test), best.test_pred)
+        state = {
+            "trainer": trainer.state_dict(),
+            "best": vars(best),
+            "wall_time": wall_time(),
+            "hash": config.hash,
+        }
+        files.save_torch("last.pt", state)
+
+    def evaluate() -> dict[str, Any]:
+        record, test_pred = trainer.evaluate(wall_time())
+        files.append(record, test_pred if config.save_predictions else None)
+        if best.offer(record, test_pred, trainer.model):
+            files.save_torch("best.pt", best.model_state)
+        return record
+
+    if trainer.epoch == 0 and not files.records:
+        evaluate()
+        checkpoint()
+
+    divergence = None
+    bar = tqdm(
+        total=config.total_epochs,
+        initial=trainer.epoch,
+        desc=f"run {config.hash[:8]}",
+        unit="epoch",
+        disable=config.quiet,
+        dynamic_ncols=True,
+    )
+    with bar, _cudnn_flags(config, trainer.device):
+        while trainer.epoch < config.total_epochs:
+            divergence = trainer.train_epoch()
+            if divergence is not None:
+                break
+            last = trainer.epoch == config.total_epochs
+            record = None
+            if trainer.epoch % config.eval_every == 0 or last:
+                record = evaluate()
+                bar.set_postfix(_progress(record), refresh=False)
+            if trainer.epoch % config.checkpoint_every == 0 or last:
+                checkpoint()
+            bar.update(1)
+            if record is not None and callback is not None:
+                callback(record)
+
+    if divergence is not None:
+        files.write_tables()
+        if config.save_predictions and best.test_pred is not None:
+            files.write_predictions(_labels(trainer.data.test), best.test_pred)
+    final = files.records[-1]
+    result = RunResult(
+        status="diverged" if divergence is not None else "completed",
+        best_val_acc=best.val_acc,
+        test_acc=best.test_acc,
+        best_epoch=best.epoch,
+        final_train_acc=final["train_eval_acc"],
+        final_test_acc=final["test_acc"],
+        epochs_run=trainer.epoch,
+        steps_run=trainer.step,
+        diverged_step=None if divergence is None else divergence.step,
+        reason=None if divergence is None else divergence.reason,
+        wall_time=wall_time(),
+        hash=config.hash,
+        run_dir=str(config.out_dir),
+    )
+    files.write_result(result)
+    files.path(RunFiles.RAW_PREDICTIONS).unlink(missing_ok=True)  # packed in predictions.npz
+    return result
+
+
+def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -> None:
+    recorded = files.recorded_hash()
+    if recorded is not None and recorded != config.hash:
+        raise RunFolderError(
+            f"{files.dir} holds a run of another config (hash {recorded}, this one {config.hash}); "
+            f"choose another out_dir"
+        )
+    if resume is False and files.holds_run():
+        raise RunFolderError(
+            f"{files.dir} already holds a run; resume it (--resume) or choose another out_dir"
+        )
+
+
+def _labels(split: ImageSplit) -> np.ndarray:
+    return split.labels.cpu().numpy()
+
+
+def _progress(record: dict[str, Any]) -> dict[str, str]:
+    return {
+        "loss": f"{record['train_loss']:.3f}",
+        "acc": f"{record['train_acc']:.3f}",
+        "val": f"{record['val_acc']:.3f}",
+        "test": f"{record['test_acc']:.3f}",
+    }
+
+
+def _cudnn_flags(config: RunConfig, device: torch.device):
+    """cudnn autotuning for this run only (restored afterwards); nothing to do on the CPU."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return torch.backends.cudnn.flags(
+        enabled=True, benchmark=config.cudnn_benchmark, deterministic=False
+    )
+
+
+__all__ = [
+    "DIVERGENCE_CHECK_EVERY",
+    "Divergence",
+    "RunFolderError",
+    "Trainer",
+    "resolve_device",
+    "resolve_precision",
+    "train",
+]

@@ -1,0 +1,55 @@
+"""``initmem report DIR``: the Markdown report (with PNG figures) of a sweep folder."""
+
+from __future__ import annotations
+
+import argparse
+
+from initmem.cli import fail
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write DIR/report.md and DIR/figures/*.png for a sweep folder",
+        description="Spread of test accuracy across alpha per pipeline, disagreement, interpolation, "
+        "accuracy against alpha, training curves and per-layer effective learning rates.",
+    )
+    parser.add_argument("dir", metavar="DIR", help="sweep folder (initmem sweep run ... --out DIR)")
+    parser.add_argument(
+        "--n-boot", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from initmem.empirical.memory import load_sweep, spread_table
+    from initmem.empirical.report import write_report
+    from initmem.empirical.sweep import SweepError
+
+    try:
+        path = write_report(args.dir, n_boot=args.n_boot)
+    except SweepError as err:
+        return fail(str(err))
+    spread = spread_table(load_sweep(args.dir), n_boot=args.n_boot, with_disagreement=False)
+    print(format_spread(spread))
+    print(f"report: {path}")
+    return 0
+
+
+def format_spread(spread) -> str:
+    """The spread table as aligned text for the terminal."""
+    if spread.empty or "spread_pp" not in spread:
+        return "no finished runs yet"
+    width = max(len("pipeline"), *(len(str(label)) for label in spread["label"]))
+    lines = [f"{'pipeline':<{width}}  spread (pp)  95% CI (pp)    interpolated  min train acc (%)"]
+    for _, row in spread.iterrows():
+        ci = (
+            f"[{row['ci_low_pp']:.1f}, {row['ci_high_pp']:.1f}]"
+            if row["ci_low_pp"] == row["ci_low_pp"]
+            else "-"
+        )
+        lines.append(
+            f"{row['label']:<{width}}  {row['spread_pp']:>11.1f}  {ci:<13}  "
+            f"{'yes' if row['interpolated'] else 'no':<12}  {row['min_train_acc_pct']:>17.1f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,179 @@
+"""``initmem sweep``: run a sweep file (or a preset) into a folder, show its status, list presets.
+
+    initmem sweep run FILE|PRESET --out DIR [--backend local|submitit|ray] [--workers N]
+    initmem sweep status DIR [--json]
+    initmem sweep presets
+
+Rerunning ``sweep run`` with the same file and folder skips finished runs and resumes the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from initmem.cli import fail
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sweep",
+        help="run a grid of training runs (resumable), show its status, list presets",
+        description="Sweeps: one TOML file -> one folder of runs keyed by config hash.",
+    )
+    commands = parser.add_subparsers(dest="sweep_command", metavar="ACTION")
+
+    run = commands.add_parser(
+        "run",
+        help="run every unfinished run of a sweep file or preset",
+        description="Run a sweep. Finished runs are skipped, unfinished ones resume from last.pt; "
+        "failed runs are retried. Options left out take the file's [sweep] table.",
+    )
+    run.add_argument("file", metavar="FILE", help="sweep TOML file, or a preset name (sweep presets)")
+    run.add_argument("--out", required=True, metavar="DIR", help="sweep folder")
+    run.add_argument("--backend", choices=("local", "submitit", "ray"), help="default: local")
+    run.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="local: processes; submitit: array tasks at once; ray: CPUs of a local cluster",
+    )
+    run.add_argument("--runs-per-gpu", type=int, metavar="K", help="runs sharing one GPU (default 1)")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config field in every run (repeatable), e.g. --set epochs=1",
+    )
+    run.add_argument(
+        "--submitit",
+        dest="submitit_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="submitit executor parameter (repeatable): cluster=local, timeout_min=600, "
+        "slurm_partition=gpu, gpus_per_node=1, cpus_per_task=8, mem_gb=32, ...",
+    )
+    run.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: local)")
+    run.add_argument(
+        "--trainer",
+        default=None,
+        metavar="MODULE:FUNC",
+        help="training function taking a RunConfig (default: initmem.empirical.train:train)",
+    )
+    run.add_argument(
+        "--update",
+        action="store_true",
+        help="the folder holds an older version of this sweep: replace its manifest, keep finished runs",
+    )
+    run.add_argument("--dry-run", action="store_true", help="validate and list the runs; train nothing")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=run_command)
+
+    status = commands.add_parser("status", help="counts of done / running / failed / pending runs")
+    status.add_argument("dir", metavar="DIR", help="sweep folder")
+    status.add_argument("--json", action="store_true", help="print the counts as JSON")
+    status.set_defaults(func=status_command)
+
+    presets = commands.add_parser("presets", help="list the sweep presets shipped with initmem")
+    presets.set_defaults(func=presets_command)
+
+    parser.set_defaults(func=lambda args: _help(parser))
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    return args.func(args)
+
+
+def load_spec(file: str, overrides: list[str]):
+    """The sweep file or preset, with ``--set`` overrides applied to every run."""
+    from initmem.empirical.config import parse_overrides
+    from initmem.empirical.sweep import SweepSpec
+
+    spec = SweepSpec.from_file(file)
+    values = parse_overrides(overrides)
+    return spec.with_overrides(values) if values else spec
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from initmem.empirical.config import ConfigError, parse_overrides
+    from initmem.empirical.sweep import DEFAULT_TRAINER, SweepError, run_sweep
+
+    try:
+        spec = load_spec(args.file, args.overrides)
+        runs = spec.expand()
+        if args.dry_run:
+            _print_plan(spec, runs)
+            return 0
+        backend = args.backend or spec.options.get("backend", "local")
+        options = {}
+        if backend == "submitit":
+            options = parse_overrides(args.submitit_options)
+        if backend == "ray" and args.ray_address:
+            options["address"] = args.ray_address
+        status = run_sweep(
+            spec,
+            args.out,
+            backend=backend,
+            workers=args.workers,
+            runs_per_gpu=args.runs_per_gpu,
+            trainer=args.trainer or DEFAULT_TRAINER,
+            progress=not args.quiet,
+            update=args.update,
+            backend_options=options,
+        )
+    except (SweepError, ConfigError) as err:
+        return fail(str(err))
+    print(f"sweep {spec.name} in {args.out}: {status.summary()}")
+    for hash_, variant, error in status.failures:
+        print(f"  failed {hash_} ({variant}): {error}  [{args.out}/runs/{hash_}/error.txt]")
+    return 1 if status.failed else 0
+
+
+def _print_plan(spec, runs) -> None:
+    from collections import Counter
+
+    per_variant = Counter(r.variant for r in runs)
+    print(f"sweep {spec.name}: {len(runs)} runs (valid)")
+    for variant, count in per_variant.items():
+        print(f"  {variant}: {count} runs")
+
+
+def status_command(args: argparse.Namespace) -> int:
+    from initmem.empirical.sweep import SweepError, sweep_status
+
+    try:
+        status = sweep_status(args.dir)
+    except SweepError as err:
+        return fail(str(err))
+    if args.json:
+        json.dump(status.to_dict(), sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"{args.dir}: {status.total} runs")
+    for key in ("completed", "diverged", "running", "failed", "pending"):
+        extra = (
+            f" ({status.resumable} with a checkpoint)"
+            if key == "pending" and status.resumable
+            else ""
+        )
+        print(f"  {'done' if key == 'completed' else key:<9} {getattr(status, key)}{extra}")
+    for hash_, variant, error in status.failures:
+        print(f"  failed {hash_} ({variant}): {error}")
+    return 0
+
+
+def presets_command(args: argparse.Namespace) -> int:
+    from initmem.empirical.sweep import list_presets
+
+    for name, description in list_presets().items():
+        print(f"{name:<16} {description}")
+    return 0

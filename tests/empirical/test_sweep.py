@@ -1,0 +1,476 @@
+"""Sweeps: expansion, validation, the sweep folder, locks, resume after kill -9, and the backends.
+
+The machinery is tested with fake trainers (module-level functions below, importable by spawned
+workers as ``tests.empirical.test_sweep:<name>``) that keep a per-run journal of starts and
+completions; one shared smoke test trains real tiny runs on every backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from initmem.empirical.config import RunConfig
+from initmem.empirical.sweep import (
+    SweepError,
+    SweepSpec,
+    execute_run,
+    list_presets,
+    lock_is_held,
+    prepare_sweep,
+    read_manifest,
+    run_lock,
+    run_state,
+    run_sweep,
+    sweep_status,
+    write_atomic,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE = "tests.empirical.test_sweep:fake_train"
+
+SWEEP = """
+name = "fake"
+[base]
+dataset = "cifar10-fixture"
+batch_size = 4
+epochs = 3
+[grid]
+alpha = [0.5, 1.0, 2.0]
+seed = [0, 1]
+[[variants]]
+name = "sgd"
+optimizer = "sgd"
+[[variants]]
+name = "adam"
+optimizer = "adam"
+lr = 0.01
+grid = { seed = [0] }
+"""
+
+
+# ====================================================================== fake trainers
+def fake_train(config: RunConfig) -> dict:
+    """A resumable fake run of ``config.epochs`` steps, ``FAKE_STEP_S`` seconds each.
+
+    Appends ``start <step>`` and ``done`` to ``journal.txt``; checkpoints its step in ``last.pt``;
+    raises for ``lr == 0.5``; reports ``diverged`` for ``alpha >= 100``; test accuracy 0.5 + seed/100
+    - |log2 alpha| / 10.
+    """
+    import math
+
+    run_dir = Path(config.out_dir)
+    checkpoint = run_dir / "last.pt"
+    step = int(checkpoint.read_text()) if checkpoint.is_file() else 0
+    with open(run_dir / "journal.txt", "a") as fh:
+        fh.write(f"start {step} pid {os.getpid()}\n")
+    if config.lr == 0.5:
+        raise RuntimeError("fake failure for lr = 0.5")
+    delay = float(os.environ.get("FAKE_STEP_S", "0"))
+    while step < config.epochs:
+        time.sleep(delay)
+        step += 1
+        write_atomic(checkpoint, str(step))
+    status = "diverged" if config.alpha >= 100 else "completed"
+    result = {
+        "status": status,
+        "test_acc": 0.5 + config.seed / 100 - abs(math.log2(config.alpha)) / 10,
+        "best_val_acc": 0.5,
+        "final_train_acc": 1.0,
+        "steps_run": step,
+        "env_gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "env_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+    write_atomic(run_dir / "result.json", json.dumps(result))
+    with open(run_dir / "journal.txt", "a") as fh:
+        fh.write("done\n")
+    return result
+
+
+def fake_train_no_result_file(config: RunConfig) -> dict:
+    """A trainer that returns its result instead of writing result.json."""
+    return {"test_acc": config.alpha / 10}
+
+
+def journal(run_dir: Path) -> list[str]:
+    path = run_dir / "journal.txt"
+    return path.read_text().split("\n")[:-1] if path.is_file() else []
+
+
+@pytest.fixture
+def importable(monkeypatch):
+    """Let processes started by submitit/ray/subprocess import ``tests.empirical.test_sweep``."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+
+def write_sweep(tmp_path: Path, text: str = SWEEP) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# ====================================================================== the sweep file
+def test_expansion_is_variants_times_grid_in_order():
+    spec = SweepSpec.from_toml(SWEEP)
+    runs = spec.expand()
+    assert len(runs) == 3 * 2 + 3 * 1
+    assert [r.variant for r in runs] == ["sgd"] * 6 + ["adam"] * 3
+    # first grid axis slowest: alpha, then seed
+    assert [(r.config.alpha, r.config.seed) for r in runs[:6]] == [
+        (0.5, 0),
+        (0.5, 1),
+        (1.0, 0),
+        (1.0, 1),
+        (2.0, 0),
+        (2.0, 1),
+    ]
+    expected = RunConfig(
+        dataset="cifar10-fixture", batch_size=4, epochs=3, alpha=2.0, seed=0, optimizer="adam", lr=0.01
+    )
+    assert runs[-1].config == expected
+    assert runs[-1].hash == expected.hash
+    assert len({r.hash for r in runs}) == len(runs)
+
+
+def test_any_field_can_be_an_axis_and_list_fields_take_lists():
+    spec = SweepSpec.from_toml(
+        """
+        [base]
+        dataset = "cifar10-fixture"
+        batch_size = 4
+        [grid]
+        alpha_groups = [["conv"], ["conv", "bn"]]
+        optimizer = ["sgd", "adamw"]
+        width = [0.25, 0.5]
+        """
+    )
+    runs = spec.expand()
+    assert len(runs) == 8
+    assert {r.config.alpha_groups for r in runs} == {("conv",), ("conv", "bn")}
+    assert {r.variant for r in runs} == {"v0"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[base]\nalpah = 1.0\n", "did you mean 'alpha'"),
+        ("colour = 1\n", "unknown top-level key"),
+        ("[grid]\nalpha = 1.0\n", "grid.alpha must be a non-empty list"),
+        ("[grid]\nalpha = []\n", "grid.alpha must be a non-empty list"),
+        ("[grid]\nalpha = [1.0]\n[[variants]]\nalpha = 2.0\n", "which the sweep grid also sets"),
+        ("[[variants]]\nname = 'a'\n[[variants]]\nname = 'a'\n", "unique"),
+        ("[sweep]\nworkerz = 2\n", "unknown [sweep] option"),
+        ("[base\n", "invalid TOML"),
+        (
+            "[base]\ndataset='cifar10-fixture'\nbatch_size=4\n[grid]\nlr=[0.1, -1.0]\n"
+            "[[variants]]\nname='bad'\n",
+            "variant 'bad', lr=-1.0): lr must be > 0",
+        ),
+        (
+            "[base]\ndataset='cifar10-fixture'\nbatch_size=4\n[grid]\nalpha=[1.0]\n"
+            "[[variants]]\nname='a'\n[[variants]]\nname='b'\n",
+            "repeats a run of variant 'a'",
+        ),
+    ],
+)
+def test_invalid_sweep_fails_before_any_run(tmp_path, text, message):
+    path = write_sweep(tmp_path, text)
+    out = tmp_path / "out"
+    with pytest.raises(SweepError, match=_escape(message)):
+        run_sweep(path, out, trainer=FAKE, progress=False)
+    assert not out.exists()
+
+
+def _escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_overrides_and_grid_changes_survive_a_toml_round_trip():
+    spec = SweepSpec.from_toml(SWEEP).with_overrides({"epochs": 1, "lr": 0.2}).with_grid({"seed": [7]})
+    again = SweepSpec.from_toml(spec.to_toml())
+    assert [r.hash for r in again.expand()] == [r.hash for r in spec.expand()]
+    runs = spec.expand()
+    assert len(runs) == 6 and {r.config.seed for r in runs} == {7}
+    assert {r.config.lr for r in runs} == {0.2} and {r.config.epochs for r in runs} == {1}
+
+
+def test_presets_are_listed_and_valid():
+    presets = list_presets()
+    assert {"demo", "paper-resnet9"} <= set(presets)
+    assert all(presets.values()), "every preset has a description"
+    for name in presets:
+        runs = SweepSpec.from_file(name).expand()
+        assert len(runs) > 1
+    paper = {r.variant: r.config for r in SweepSpec.from_file("paper-resnet9").expand()}
+    assert paper["sgd-lr1e-3"].lr == 1e-3 and paper["sgd-lr1e-3"].epochs == 300
+    assert paper["sgd-lr1e-3"].batch_size == 128 and paper["sgd-lr1e-3"].dataset == "cifar10"
+    assert paper["sgd-lr1e-3-5000ep"].epochs == 5000
+    assert (paper["sgd-lr1e-2-l2"].lr, paper["sgd-lr1e-2-l2"].l2) == (1e-2, 1e-2)
+    assert paper["adam"].optimizer == "adam" and paper["adamw"].optimizer == "adamw"
+
+
+# ====================================================================== the sweep folder
+def test_manifest_records_hash_variant_and_run_folder(tmp_path):
+    runs = prepare_sweep(SweepSpec.from_toml(SWEEP), tmp_path / "s")
+    manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    assert [(e["hash"], e["variant"]) for e in manifest] == [(r.hash, r.variant) for r in runs]
+    assert manifest[0]["config"]["out_dir"] == str((tmp_path / "s" / "runs" / runs[0].hash).resolve())
+    assert RunConfig.from_dict(manifest[0]["config"]).hash == runs[0].hash
+    assert (tmp_path / "s" / "sweep.toml").read_text() == SWEEP
+    assert [r.hash for r in read_manifest(tmp_path / "s")] == [r.hash for r in runs]
+    changed = SweepSpec.from_toml(SWEEP).with_grid({"seed": [5]})
+    with pytest.raises(SweepError, match="holds a different sweep"):
+        prepare_sweep(changed, tmp_path / "s")
+    assert len(prepare_sweep(changed, tmp_path / "s", update=True)) == 6
+
+
+def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path):
+    path = write_sweep(
+        tmp_path,
+        """
+        [base]
+        dataset = "cifar10-fixture"
+        batch_size = 4
+        epochs = 2
+        [grid]
+        alpha = [1.0, 100.0]
+        lr = [0.1, 0.5]
+        """,
+    )
+    out = tmp_path / "out"
+    status = run_sweep(path, out, trainer=FAKE, workers=2, progress=False)
+    assert (status.total, status.completed, status.diverged, status.failed) == (4, 1, 1, 2)
+    assert status.pending == status.running == 0
+    failed = [r for r in read_manifest(out) if r.config.lr == 0.5]
+    for run in failed:
+        assert "fake failure for lr = 0.5" in (run.run_dir(out) / "error.txt").read_text()
+        assert run_state(run.run_dir(out)) == "failed"
+    assert {f[2] for f in status.failures} == {"RuntimeError: fake failure for lr = 0.5"}
+    # a rerun retries the failed runs only
+    run_sweep(path, out, trainer=FAKE, workers=2, progress=False)
+    for run in read_manifest(out):
+        starts = [line for line in journal(run.run_dir(out)) if line.startswith("start")]
+        assert len(starts) == (2 if run.config.lr == 0.5 else 1)
+
+
+def test_trainer_result_is_written_when_the_trainer_does_not(tmp_path):
+    path = write_sweep(tmp_path, "[base]\ndataset='cifar10-fixture'\nbatch_size=4\n[grid]\nalpha=[3.0]\n")
+    status = run_sweep(
+        path, tmp_path / "o", trainer="tests.empirical.test_sweep:fake_train_no_result_file",
+        progress=False,
+    )
+    assert status.completed == 1
+    (run,) = read_manifest(tmp_path / "o")
+    result = json.loads((run.run_dir(tmp_path / "o") / "result.json").read_text())
+    assert result["test_acc"] == pytest.approx(0.3) and result["hash"] == run.hash
+
+
+# ====================================================================== locks
+def _try_lock_in_child(run_dir: Path) -> bool:
+    code = (
+        "import sys; from initmem.empirical.sweep import run_lock\n"
+        f"with run_lock({str(run_dir)!r}, wait_s=0.1) as ok: sys.exit(0 if ok else 3)"
+    )
+    return subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_run_lock_excludes_other_processes_and_dies_with_its_holder(tmp_path):
+    run_dir = tmp_path / "run"
+    with run_lock(run_dir) as acquired:
+        assert acquired
+        assert lock_is_held(run_dir)
+        assert not _try_lock_in_child(run_dir)
+        assert run_state(run_dir) == "running"
+    assert not lock_is_held(run_dir)
+    assert _try_lock_in_child(run_dir)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from initmem.empirical.sweep import run_lock\n"
+            f"with run_lock({str(run_dir)!r}) as ok:\n    print(ok, flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "True"
+    assert lock_is_held(run_dir)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert not lock_is_held(run_dir)
+
+
+def test_execute_run_skips_a_locked_run(tmp_path):
+    (run,) = SweepSpec.from_toml(
+        "[base]\ndataset='cifar10-fixture'\nbatch_size=4\nepochs=1\n"
+    ).expand()
+    task = run.task(tmp_path)
+    with run_lock(task["run_dir"]):
+        code = (
+            "import json, sys; from initmem.empirical.sweep import execute_run\n"
+            f"print(json.dumps(execute_run(json.loads(sys.argv[1]), {FAKE!r})))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(task)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=os.environ | {"PYTHONPATH": str(REPO)},
+        ).stdout
+    assert json.loads(out)["status"] == "locked"
+    assert journal(Path(task["run_dir"])) == []
+    assert execute_run(task, FAKE)["status"] == "completed"
+    assert execute_run(task, FAKE)["status"] == "completed"  # finished: not trained again
+    assert journal(Path(task["run_dir"])) == ["start 0 pid " + str(os.getpid()), "done"]
+
+
+def _start_driver(sweep: Path, out: Path, workers: int, step_s: float) -> subprocess.Popen:
+    code = (
+        "import sys; from initmem.empirical.sweep import run_sweep\n"
+        f"run_sweep({str(sweep)!r}, {str(out)!r}, trainer={FAKE!r}, workers={workers}, "
+        "progress=False)"
+    )
+    env = os.environ | {"PYTHONPATH": str(REPO), "FAKE_STEP_S": str(step_s)}
+    return subprocess.Popen([sys.executable, "-c", code], env=env)
+
+
+def test_kill_9_mid_sweep_then_rerun_loses_nothing_and_runs_nothing_twice(tmp_path):
+    sweep = write_sweep(
+        tmp_path,
+        """
+        [base]
+        dataset = "cifar10-fixture"
+        batch_size = 4
+        epochs = 12
+        [grid]
+        alpha = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
+        """,
+    )
+    out = tmp_path / "out"
+    driver = _start_driver(sweep, out, workers=2, step_s=0.05)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill once some runs are done and others half-way
+        done = list(out.glob("runs/*/result.json"))
+        partial = [p for p in out.glob("runs/*/last.pt") if not (p.parent / "result.json").exists()]
+        if len(done) >= 2 and partial:
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("the sweep made no progress")
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    finished_before = {p.parent.name for p in out.glob("runs/*/result.json")}
+    runs = read_manifest(out)
+    deadline = time.monotonic() + 20  # the workers die with the driver and free their locks
+    while any(lock_is_held(r.run_dir(out)) for r in runs):
+        assert time.monotonic() < deadline, "a worker outlived the killed driver"
+        time.sleep(0.05)
+    status = sweep_status(out)
+    assert status.done == len(finished_before) and status.running == 0
+    assert status.resumable >= 1
+
+    status = run_sweep(sweep, out, trainer=FAKE, workers=2, progress=False)
+    assert status.completed == len(runs) == 6
+    resumed = 0
+    for run in runs:
+        lines = journal(run.run_dir(out))
+        starts = [int(line.split()[1]) for line in lines if line.startswith("start")]
+        assert lines.count("done") == 1, (run.hash, lines)
+        if run.hash in finished_before:
+            assert starts == [0]
+        else:
+            assert 1 <= len(starts) <= 2 and starts[0] == 0
+            resumed += len(starts) == 2 and starts[1] > 0
+    assert resumed >= 1, "the interrupted run resumed from its checkpoint"
+
+
+def test_two_drivers_on_one_folder_share_the_runs(tmp_path):
+    sweep = write_sweep(
+        tmp_path,
+        """
+        [base]
+        dataset = "cifar10-fixture"
+        batch_size = 4
+        epochs = 5
+        [grid]
+        alpha = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
+        """,
+    )
+    out = tmp_path / "out"
+    prepare_sweep(SweepSpec.from_file(sweep), out)
+    drivers = [_start_driver(sweep, out, workers=1, step_s=0.04) for _ in range(2)]
+    assert [d.wait(timeout=120) for d in drivers] == [0, 0]
+    # a run skipped as locked by one driver may still have been running when it finished: settle
+    assert run_sweep(sweep, out, trainer=FAKE, workers=1, progress=False).completed == 6
+    for run in read_manifest(out):
+        assert journal(run.run_dir(out)).count("done") == 1
+        assert sum(line.startswith("start") for line in journal(run.run_dir(out))) == 1
+
+
+def test_runs_per_gpu_pins_each_worker_to_one_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setenv("FAKE_STEP_S", "0.05")
+    sweep = write_sweep(
+        tmp_path,
+        "[base]\ndataset='cifar10-fixture'\nbatch_size=4\nepochs=4\n"
+        "[grid]\nalpha=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]\n",
+    )
+    out = tmp_path / "out"
+    status = run_sweep(sweep, out, trainer=FAKE, runs_per_gpu=2, progress=False)
+    assert status.completed == 8
+    seen = [json.loads((r.run_dir(out) / "result.json").read_text()) for r in read_manifest(out)]
+    assert {s["env_gpu"] for s in seen} == {"0", "1"}  # 4 workers (2 GPUs x 2), one GPU each
+    cpus = os.cpu_count() or 1
+    assert {s["env_threads"] for s in seen} == {str(max(1, cpus // 4))}
+
+
+# ====================================================================== backends: one smoke test
+TINY = """
+name = "tiny"
+[base]
+dataset = "cifar10-fixture"
+data_dir = "{data}"
+train_size = 8
+val_size = 4
+batch_size = 4
+width = 0.0625
+epochs = 1
+device = "cpu"
+track_grad_norms = false
+[grid]
+alpha = [0.5, 2.0]
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", "submitit", "ray"])
+def test_every_backend_trains_a_tiny_sweep_and_resumes(tmp_path, importable, backend):
+    from initmem.empirical.data import write_cifar10_fixture
+
+    write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
+    sweep = write_sweep(tmp_path, TINY.format(data=tmp_path / "data"))
+    out = tmp_path / "out"
+    options = {"cluster": "local", "timeout_min": 10} if backend == "submitit" else {}
+    status = run_sweep(
+        sweep, out, backend=backend, workers=2, progress=False, backend_options=options
+    )
+    assert (status.completed, status.failed, status.total) == (2, 0, 2), status.failures
+    for run in read_manifest(out):
+        run_dir = run.run_dir(out)
+        result = json.loads((run_dir / "result.json").read_text())
+        assert result["hash"] == run.hash and result["epochs_run"] == 1
+        assert json.loads((run_dir / "config.json").read_text())["hash"] == run.hash
+        assert (run_dir / "metrics.parquet").is_file() and (run_dir / "predictions.npz").is_file()
+    mtimes = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")}
+    status = run_sweep(sweep, out, backend=backend, workers=2, progress=False, backend_options=options)
+    assert status.completed == 2
+    assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")} == mtimes

@@ -1,0 +1,358 @@
+"""Every mechanism's predicted forgetting time of the init scale alpha for one training pipeline.
+
+A pipeline forgets alpha through three mechanisms acting on BatchNorm-followed (scale-invariant)
+weights, where alpha only sets the effective learning rate ``lr / |w|^2``
+(:mod:`initmem.theory.normalized`), and one acting on the other weights (:mod:`initmem.theory.linear`):
+
+========================  ==========================================================================
+``gradient_flow``         reference: small steps, no noise, no decay conserve |w|: never forgotten.
+``sgd_noise``             implicit, finite-step / minibatch: |w|^4 grows by 2 eta^2 |g_hat|^2 per
+                          step, eta = lr / (1 - mu): the time to outgrow ``alpha^4 |w_0|^4``.
+``explicit_decay``        L2 or decoupled weight decay pulls |w| to an alpha-independent equilibrium;
+                          its time scale is the relaxation (e-folding) time of that pull.
+``adaptive``              Adam-family: |w|^2 grows by about lr^2 per coordinate per step, whatever the
+                          gradient: the time to outgrow ``alpha^2 |w_0|^2``.
+``pipeline``              all of the pipeline's mechanisms together: the predicted forgetting time.
+``linear_decay``          weights without BatchNorm (the head, the null space of the data): only
+                          decay forgets their init, in ``ln(|alpha - 1| / tol)`` e-folds.
+========================  ==========================================================================
+
+Which dominates: the acting mechanism (of ``sgd_noise``, ``explicit_decay``, ``adaptive``) with the
+shortest time. This is the right comparison: with constant rates the pipeline's time is
+``ln(1 + T_noise / tau) * tau`` (tau the decay's time scale, T_noise the drift's), which is about
+T_noise when ``T_noise < tau`` and about ``tau ln(T_noise / tau)`` when decay is faster.
+
+Units: optimizer steps, and epochs (steps / steps_per_epoch) when the pipeline knows its epoch
+length. Forgetting means ``|ln(eff_lr(alpha) / eff_lr(1))| <= tol`` for the BN weights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .linear import null_space_forgetting_time
+from .normalized import (
+    DEFAULT_TOL,
+    AdaptiveMeanField,
+    _check,
+    _check_optimizer,
+    grad_sq_unit_estimate,
+    normalized_forgetting,
+    sgd_norm_law,
+)
+from .schedule import accumulated_regularization
+
+MECHANISMS = (
+    "gradient_flow",
+    "sgd_noise",
+    "explicit_decay",
+    "adaptive",
+    "pipeline",
+    "linear_decay",
+)
+#: Mechanisms that compete for "dominant".
+COMPETING = ("sgd_noise", "explicit_decay", "adaptive")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A training pipeline as the theory sees it (conventions of ``docs/run-format.md``).
+
+    ``l2`` coupled, ``weight_decay`` decoupled (w <- w - lr * wd * w), ``momentum`` heavy ball (SGD,
+    RMSprop), ``beta2`` Adam's second-moment / RMSprop's smoothing constant. ``steps_per_epoch``
+    converts steps to epochs; ``total_steps`` is the run's length and ``lr_multipliers`` its schedule
+    (one factor per step; None: constant), both optional.
+    """
+
+    optimizer: str = "sgd"
+    lr: float = 1e-3
+    momentum: float = 0.0
+    l2: float = 0.0
+    weight_decay: float = 0.0
+    batch_size: int = 128
+    beta2: float = 0.999
+    steps_per_epoch: int | None = None
+    total_steps: int | None = None
+    lr_multipliers: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        _check_optimizer(self.optimizer)
+        _check("lr", self.lr, strict=True)
+        _check("momentum", self.momentum, high=1.0)
+        _check("l2", self.l2)
+        _check("weight_decay", self.weight_decay)
+        _check("batch_size", self.batch_size, low=1.0)
+        _check("beta2", self.beta2, high=1.0)
+        for name in ("steps_per_epoch", "total_steps"):
+            if getattr(self, name) is not None:
+                _check(name, getattr(self, name), low=1.0)
+        if self.lr_multipliers is not None:
+            mults = _check("lr_multipliers", np.atleast_1d(self.lr_multipliers))
+            if self.total_steps is not None and len(mults) != self.total_steps:
+                raise ValueError(
+                    f"lr_multipliers must have total_steps = {self.total_steps} entries "
+                    f"(got {len(mults)})"
+                )
+
+    @property
+    def lrs(self) -> np.ndarray | None:
+        """The learning rate at every step of the run (None when the length is unknown)."""
+        if self.lr_multipliers is not None:
+            return self.lr * np.asarray(self.lr_multipliers, dtype=np.float64)
+        if self.total_steps is None:
+            return None
+        return np.full(int(self.total_steps), float(self.lr))
+
+
+@dataclass(frozen=True)
+class ForgettingReport:
+    """Predicted forgetting of alpha under one pipeline.
+
+    ``table``: one row per mechanism (:data:`MECHANISMS`) with columns ``mechanism``, ``acts``
+    (does it act in this pipeline), ``steps`` and ``epochs`` (its forgetting time; ``inf`` never,
+    NaN not applicable or no closed form), ``memory_left`` (fraction of the initial log-ratio
+    ``2 ln alpha`` left at the end of the run, with its schedule; NaN without a run length),
+    ``formula``. ``layers``: the same per BN-conv fan-in. ``dominant``: the fastest competing
+    mechanism (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: the
+    run's :func:`~initmem.theory.schedule.accumulated_regularization` (None without a length).
+    """
+
+    alpha: float
+    table: pd.DataFrame
+    layers: pd.DataFrame
+    dominant: str
+    steps: float
+    epochs: float | None
+    accumulated: dict | None
+    assumptions: dict
+
+    def to_dict(self) -> dict:
+        """JSON-ready: ``inf`` becomes the string ``"inf"`` and NaN becomes None."""
+
+        def clean(value):
+            if isinstance(value, (float, np.floating)):
+                if math.isnan(value):
+                    return None
+                return "inf" if math.isinf(value) else float(value)
+            if isinstance(value, (np.integer, np.bool_)):
+                return value.item()
+            return value
+
+        rows = [{k: clean(v) for k, v in row.items()} for row in self.table.to_dict("records")]
+        return {
+            "alpha": self.alpha,
+            "dominant": self.dominant,
+            "steps": clean(self.steps),
+            "epochs": clean(self.epochs),
+            "mechanisms": rows,
+            "layers": [{k: clean(v) for k, v in r.items()} for r in self.layers.to_dict("records")],
+            "accumulated": None
+            if self.accumulated is None
+            else {k: clean(v) for k, v in self.accumulated.items()},
+            "assumptions": {k: clean(v) for k, v in self.assumptions.items()},
+        }
+
+
+def _memory_left_sgd(pipeline, grad_sq, alpha, init_norm_sq, *, l2, weight_decay):
+    lrs = pipeline.lrs
+    law = sgd_norm_law(lrs, grad_sq, momentum=pipeline.momentum, l2=l2, weight_decay=weight_decay)
+    return float(abs(law.log_ratio(len(lrs), alpha, init_norm_sq)) / abs(2 * math.log(alpha)))
+
+
+def _memory_left_adaptive(pipeline, grad_sq, alpha, init_norm_sq, fan_in, *, l2, weight_decay):
+    lrs = pipeline.lrs
+    mf = AdaptiveMeanField(
+        pipeline.optimizer,
+        pipeline.lr,
+        fan_in,
+        beta2=pipeline.beta2,
+        momentum=pipeline.momentum if pipeline.optimizer == "rmsprop" else 0.0,
+        l2=l2,
+        weight_decay=weight_decay,
+        grad_sq_unit=grad_sq,
+        lr_multipliers=lrs / pipeline.lr,
+    )
+    x = mf.norm_sq([len(lrs)], [alpha**2 * init_norm_sq, init_norm_sq])[:, -1]
+    return float(abs(math.log(x[0] / x[1])) / abs(2 * math.log(alpha)))
+
+
+def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
+    """Forgetting times (steps) and memory left for one BN-conv group of ``fan_in`` coordinates."""
+    common = dict(
+        lr=pipeline.lr,
+        fan_in=fan_in,
+        optimizer=pipeline.optimizer,
+        momentum=pipeline.momentum,
+        batch_size=pipeline.batch_size,
+        beta2=pipeline.beta2,
+        init_sq_per_coord=init_sq_per_coord,
+        grad_sq_unit=grad_sq,
+        tol=tol,
+    )
+    sgd = pipeline.optimizer == "sgd"
+    has_decay = pipeline.l2 > 0 or pipeline.weight_decay > 0
+    full = normalized_forgetting(
+        alpha, l2=pipeline.l2, weight_decay=pipeline.weight_decay, **common
+    )
+    bare = normalized_forgetting(alpha, **common) if has_decay else full
+    init_norm_sq = full.init_norm_sq
+    run_known = pipeline.lrs is not None and abs(math.log(alpha)) > 0
+
+    def left(l2, weight_decay):
+        if not run_known:
+            return math.nan
+        if sgd:
+            return _memory_left_sgd(
+                pipeline, grad_sq, alpha, init_norm_sq, l2=l2, weight_decay=weight_decay
+            )
+        return _memory_left_adaptive(
+            pipeline, grad_sq, alpha, init_norm_sq, fan_in, l2=l2, weight_decay=weight_decay
+        )
+
+    drift_left = left(0.0, 0.0)
+    rows = {
+        "gradient_flow": (True, math.inf, 1.0 if run_known else math.nan),
+        "sgd_noise": (sgd, bare.steps if sgd else math.nan, drift_left if sgd else math.nan),
+        "explicit_decay": (has_decay, full.relaxation_steps if has_decay else math.nan, math.nan),
+        "adaptive": (not sgd, math.nan if sgd else bare.steps, math.nan if sgd else drift_left),
+        "pipeline": (
+            True,
+            full.steps,
+            left(pipeline.l2, pipeline.weight_decay) if has_decay else drift_left,
+        ),
+    }
+    return rows, full
+
+
+def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, float, str]:
+    """Null-space / non-BN weights: the init component shrinks only by decay (``linear`` module)."""
+    efolds = max(math.log(abs(alpha - 1.0) / tol), 0.0) if alpha != 1 else 0.0
+    formula = "ln(|alpha-1|/tol) * e-fold time of (1 - lr (l2/(1-mu) + wd)) per step"
+    if pipeline.optimizer == "sgd":
+        e_fold = null_space_forgetting_time(
+            pipeline.lr,
+            weight_decay=pipeline.l2,
+            momentum=pipeline.momentum,
+            decoupled_weight_decay=pipeline.weight_decay,
+        )
+        return pipeline.l2 > 0 or pipeline.weight_decay > 0, e_fold * efolds, formula
+    if pipeline.l2 > 0:
+        return True, math.nan, "no closed form: Adam-family with coupled L2 (simulate)"
+    e_fold = null_space_forgetting_time(pipeline.lr, decoupled_weight_decay=pipeline.weight_decay)
+    return pipeline.weight_decay > 0, e_fold * efolds, "ln(|alpha-1|/tol) / -ln(1 - lr wd)"
+
+
+_FORMULAS = {
+    "gradient_flow": "d|w|^2/dt = -2 <w, g> = 0",
+    "sgd_noise": "|w|^4_T = |w|^4_0 + 2 (lr/(1-mu))^2 sum |g_hat|^2",
+    "explicit_decay": "-1 / ln(q): SGD 1/(4 lr lambda_eff) on |w|^4, AdamW 1/(2 lr wd) on |w|^2",
+    "adaptive": "|w|^2_T = |w|^2_0 + lr^2 d T (mean field with v's lag)",
+}
+
+
+def predict_forgetting(
+    pipeline: Pipeline,
+    alpha: float,
+    *,
+    fan_ins=(576,),
+    init_sq_per_coord: float | None = None,
+    grad_sq_unit: float | None = None,
+    per_example_grad_sq_unit: float | None = None,
+    tol: float = DEFAULT_TOL,
+) -> ForgettingReport:
+    """Predicted forgetting time of init scale ``alpha`` (vs 1) for every mechanism of ``pipeline``.
+
+    ``fan_ins``: coordinates per filter of each BatchNorm-followed conv (``c_in * k * k``; default
+    one 64-channel 3x3 conv); each mechanism's time is the slowest layer's (the memory lasts until
+    every layer has forgotten), per-layer values in ``layers``. ``init_sq_per_coord``: init variance
+    per coordinate at alpha = 1 (default ``1 / (3 fan_in)``, torch's default init).
+    ``grad_sq_unit``: measured |g_hat|^2 per step per filter; else ``per_example_grad_sq_unit /
+    batch_size`` (a placeholder of 1 per example unless given, see
+    :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: forgetting threshold on
+    ``|ln eff_lr ratio|``. Returns a :class:`ForgettingReport`.
+    """
+    _check("alpha", alpha, strict=True)
+    fan_ins = [int(_check("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
+    if not fan_ins:
+        raise ValueError("fan_ins must name at least one BN-followed conv")
+    grad_sq = grad_sq_unit_estimate(pipeline.batch_size, grad_sq_unit, per_example_grad_sq_unit)
+
+    per_layer = []
+    formulas = dict(_FORMULAS)
+    for fan_in in fan_ins:
+        rows, full = _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol)
+        formulas["pipeline"] = full.formula
+        for name, (acts, steps, left) in rows.items():
+            per_layer.append(
+                {
+                    "fan_in": fan_in,
+                    "mechanism": name,
+                    "acts": acts,
+                    "steps": steps,
+                    "memory_left": left,
+                }
+            )
+    layers = pd.DataFrame(per_layer)
+
+    linear_acts, linear_steps, linear_formula = _linear_row(pipeline, alpha, tol)
+    formulas["linear_decay"] = linear_formula
+    table_rows = []
+    for name in MECHANISMS:
+        if name == "linear_decay":
+            acts, steps, left = linear_acts, linear_steps, math.nan
+        else:
+            sub = layers[layers.mechanism == name]
+            acts = bool(sub.acts.iloc[0])
+            steps = float(sub.steps.max()) if sub.steps.notna().all() else math.nan
+            left = float(sub.memory_left.max()) if sub.memory_left.notna().all() else math.nan
+        epochs = steps / pipeline.steps_per_epoch if pipeline.steps_per_epoch else math.nan
+        table_rows.append(
+            {
+                "mechanism": name,
+                "acts": acts,
+                "steps": steps,
+                "epochs": epochs,
+                "memory_left": left,
+                "formula": formulas[name],
+            }
+        )
+    table = pd.DataFrame(table_rows)
+
+    competing = table[table.mechanism.isin(COMPETING) & table.acts & np.isfinite(table.steps)]
+    dominant = "none" if competing.empty else str(competing.loc[competing.steps.idxmin()].mechanism)
+    overall = table.set_index("mechanism").loc["pipeline"]
+    lrs = pipeline.lrs
+    accumulated = (
+        None
+        if lrs is None
+        else accumulated_regularization(
+            lrs, pipeline.l2 + pipeline.weight_decay, pipeline.batch_size
+        )
+    )
+    assumptions = {
+        "tol": tol,
+        "grad_sq_unit": grad_sq,
+        "grad_sq_unit_source": "given"
+        if grad_sq_unit is not None
+        else "per_example_grad_sq_unit / batch_size"
+        + ("" if per_example_grad_sq_unit is not None else " (placeholder 1.0 per example)"),
+        "init_sq_per_coord": "1 / (3 fan_in)" if init_sq_per_coord is None else init_sq_per_coord,
+        "fan_ins": ",".join(str(f) for f in fan_ins),
+    }
+    return ForgettingReport(
+        alpha=float(alpha),
+        table=table,
+        layers=layers,
+        dominant=dominant,
+        steps=float(overall.steps),
+        epochs=None if not pipeline.steps_per_epoch else float(overall.epochs),
+        accumulated=accumulated,
+        assumptions=assumptions,
+    )
+
+
+__all__ = ["COMPETING", "MECHANISMS", "ForgettingReport", "Pipeline", "predict_forgetting"]

@@ -1,0 +1,512 @@
+"""Kernels of the lazy (NTK) regime from three sources, behind one interface.
+
+Every source returns a :class:`Kernel` holding two float64 arrays of shape ``(n1, n2)``:
+
+- ``nngp``: covariance of the network outputs over the random initialization,
+  ``E[f_0(x1) f_0(x2)]`` (the NNGP kernel; for an empirical kernel, the one-draw estimate).
+- ``ntk``: the neural tangent kernel ``Theta(x1, x2) = J(x1) J(x2)^T``, with ``J`` the Jacobian of the
+  output with respect to the parameters.
+
+Sources:
+
+1. :func:`relu_mlp_kernel`: closed-form arc-cosine kernels of an infinitely wide ReLU MLP, numpy.
+2. :func:`stax_kernel`: any neural-tangents ``stax`` ``kernel_fn`` (optional extra ``initmem[nt]``);
+   :func:`relu_mlp_stax` builds the stax network that :func:`relu_mlp_kernel` and :class:`ReLUMLP`
+   describe.
+3. :func:`empirical_ntk`: the empirical kernels of any ``torch.nn.Module`` at its current weights via
+   ``torch.func``, by Jacobian contraction or by NTK-vector products, in blocks of inputs.
+
+Parameterization: "ntk", as in neural-tangents' ``stax.Dense``. A dense layer maps
+``h -> W_std / sqrt(fan_in) * h @ W + b_std * b`` with ``W, b ~ N(0, 1)``; the input kernel is
+``x1 x2^T / d``. Multi-output kernels follow neural-tangents' ``trace_axes=(-1,)``: the output axis is
+averaged, so ``ntk = J(x1) J(x2)^T / k`` summed over the ``k`` outputs.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, jacrev, jvp, vjp, vmap
+
+__all__ = [
+    "Kernel",
+    "ReLUMLP",
+    "empirical_jacobian",
+    "empirical_ntk",
+    "flat_parameters",
+    "init_outputs",
+    "relu_mlp_kernel",
+    "relu_mlp_stax",
+    "stax_kernel",
+]
+
+
+def _preload_triton() -> None:
+    """Import triton (if installed) before tensorflow can be imported.
+
+    neural-tangents imports tensorflow; importing triton after it segfaults this environment, and
+    torch.func imports triton lazily (through torch._dynamo) on its first gradient. Loading triton
+    first avoids the crash; it costs about 0.3 s and nothing where triton is absent.
+    """
+    if "tensorflow" in sys.modules:
+        return
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+
+
+_preload_triton()
+
+_NT_MISSING = (
+    "neural-tangents is not installed; it is an optional extra: pip install initmem[nt] "
+    "(pins jax==0.5.3, neural-tangents==0.6.5)"
+)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """NNGP and NTK between two sets of inputs, float64 arrays of equal shape.
+
+    Shape ``(n1, n2)`` (outputs averaged, neural-tangents' ``trace_axes=(-1,)``), or
+    ``(n1 * k, n2 * k)`` for an untraced multi-output empirical kernel, rows ordered
+    ``sample * k + output``.
+    """
+
+    nngp: np.ndarray
+    ntk: np.ndarray
+
+    def __post_init__(self):
+        nngp = np.asarray(self.nngp, dtype=np.float64)
+        ntk = np.asarray(self.ntk, dtype=np.float64)
+        if nngp.ndim != 2:
+            raise ValueError(f"nngp must be a 2-D array, got shape {nngp.shape}")
+        if ntk.shape != nngp.shape:
+            raise ValueError(f"ntk shape {ntk.shape} must equal nngp shape {nngp.shape}")
+        object.__setattr__(self, "nngp", nngp)
+        object.__setattr__(self, "ntk", ntk)
+
+    @property
+    def T(self) -> Kernel:
+        """The kernel between the inputs in swapped order, ``k(x2, x1)``."""
+        return Kernel(nngp=self.nngp.T, ntk=self.ntk.T)
+
+    def __getitem__(self, index) -> Kernel:
+        """Rows and columns of both kernels, e.g. ``k[:n, :n]`` or ``k[n:, :n]``."""
+        return Kernel(nngp=self.nngp[index], ntk=self.ntk[index])
+
+
+# --------------------------------------------------------------------------------------------
+# 1. Closed form: arc-cosine kernels of an infinitely wide ReLU MLP
+# --------------------------------------------------------------------------------------------
+
+
+def _check_depth_and_stds(depth: int, W_std: float, b_std: float | None) -> float:
+    if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 0:
+        raise ValueError(f"depth must be an integer >= 0 (number of hidden layers), got {depth!r}")
+    if not np.isfinite(W_std) or W_std <= 0:
+        raise ValueError(f"W_std must be a finite number > 0, got {W_std!r}")
+    b_std = 0.0 if b_std is None else float(b_std)
+    if not np.isfinite(b_std) or b_std < 0:
+        raise ValueError(f"b_std must be a finite number >= 0 or None, got {b_std!r}")
+    return b_std
+
+
+def _as_inputs(name: str, x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"{name} must be a non-empty 2-D array (samples, features), got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} must be finite")
+    return x
+
+
+def _relu_step(
+    nngp: np.ndarray, ntk: np.ndarray, var1: np.ndarray, var2: np.ndarray, same: bool
+) -> tuple[np.ndarray, ...]:
+    """One ReLU layer on the kernels (arc-cosine kernels of degree 1 and 0).
+
+    For a centred Gaussian pair (u, v) with variances var1, var2 and covariance nngp, and
+    angle phi = arccos(nngp / sqrt(var1 var2)) (Cho & Saul 2009):
+    E[relu(u) relu(v)] = sqrt(var1 var2) (sin phi + (pi - phi) cos phi) / (2 pi),
+    E[relu'(u) relu'(v)] = (pi - phi) / (2 pi); the NTK is multiplied by the latter.
+    The angle is taken with arctan2, as stax does, for accuracy near phi = 0; ``same`` marks a
+    self-kernel k(x, x), whose diagonal angle is set to exactly 0.
+    """
+    prod = np.outer(var1, var2)
+    sine = np.sqrt(np.maximum(prod - nngp**2, 0.0))
+    if same:  # k(x, x): the angle of a point with itself is exactly 0
+        np.fill_diagonal(sine, 0.0)
+    angle = np.arctan2(sine, nngp)
+    dot_sigma = (np.pi - angle) / (2 * np.pi)
+    new_nngp = sine / (2 * np.pi) + dot_sigma * nngp
+    return new_nngp, ntk * dot_sigma, var1 / 2, var2 / 2
+
+
+def relu_mlp_kernel(
+    x1,
+    x2=None,
+    *,
+    depth: int,
+    W_std: float = 1.0,
+    b_std: float | None = 0.0,
+) -> Kernel:
+    """NNGP and NTK of an infinitely wide ReLU MLP in the "ntk" parameterization, closed form.
+
+    Network: ``Dense -> (ReLU -> Dense) * depth``, i.e. ``depth`` hidden layers, every dense layer
+    ``h -> W_std / sqrt(fan_in) * h @ W + b_std * b`` with standard normal ``W, b``: exactly
+    ``stax.serial(Dense(w, W_std, b_std), Relu(), ..., Dense(k, W_std, b_std))`` of neural-tangents
+    and :class:`ReLUMLP`. The kernels do not depend on the widths or the output count ``k``.
+
+    Recursion (Jacot et al. 2018; Lee et al. 2019, eq. for the ntk parameterization):
+    ``Sigma_1 = W_std^2 x1 x2^T / d + b_std^2``, ``Theta_1 = Sigma_1``; through a ReLU the NNGP maps by
+    the degree-1 arc-cosine kernel and the NTK is multiplied by the degree-0 one (see
+    :func:`_relu_step`); each dense layer then gives ``Sigma <- W_std^2 Sigma + b_std^2`` and
+    ``Theta <- W_std^2 Theta + Sigma``.
+
+    Args:
+      x1: inputs, shape (n1, d).
+      x2: inputs, shape (n2, d); ``None`` means ``x1``.
+      depth: number of hidden layers, >= 0 (0 is the linear model ``f = W_std x W / sqrt(d)``).
+      W_std: weight standard deviation, > 0.
+      b_std: bias standard deviation, >= 0 (``None`` or 0: no bias).
+
+    Returns:
+      :class:`Kernel` with float64 arrays of shape (n1, n2).
+    """
+    b_std = _check_depth_and_stds(depth, W_std, b_std)
+    x1 = _as_inputs("x1", x1)
+    same = x2 is None
+    x2 = x1 if same else _as_inputs("x2", x2)
+    if x2.shape[1] != x1.shape[1]:
+        raise ValueError(f"x2 has {x2.shape[1]} features but x1 has {x1.shape[1]}")
+    d = x1.shape[1]
+    w2, b2 = W_std**2, b_std**2
+    nngp = w2 * (x1 @ x2.T) / d + b2
+    var1 = w2 * np.einsum("ij,ij->i", x1, x1) / d + b2
+    var2 = w2 * np.einsum("ij,ij->i", x2, x2) / d + b2
+    ntk = nngp.copy()
+    for _ in range(depth):
+        nngp, ntk, var1, var2 = _relu_step(nngp, ntk, var1, var2, same)
+        nngp, var1, var2 = w2 * nngp + b2, w2 * var1 + b2, w2 * var2 + b2
+        ntk = w2 * ntk + nngp
+    return Kernel(nngp=nngp, ntk=ntk)
+
+
+class ReLUMLP(nn.Module):
+    """ReLU MLP in the "ntk" parameterization, the finite-width network of :func:`relu_mlp_kernel`.
+
+    Layer ``l`` computes ``W_std / sqrt(fan_in) * h @ weight_l + b_std * bias_l`` with ``weight_l`` of
+    shape (fan_in, fan_out) (stax's layout, so weights transfer to ``relu_mlp_stax`` unchanged) and
+    all parameters drawn N(0, 1) from ``torch.Generator().manual_seed(seed)``. With this scaling the
+    NTK converges to :func:`relu_mlp_kernel` as ``width -> inf`` and training is lazy.
+
+    Args:
+      in_dim, width, out_dim: layer sizes; ``depth`` hidden layers of ``width`` units (>= 0).
+      W_std, b_std: as in :func:`relu_mlp_kernel` (``b_std`` ``None`` or 0: no bias parameters).
+      seed: integer seed of the initialization.
+      dtype: parameter dtype (float64 for comparisons with theory).
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        width: int,
+        depth: int,
+        out_dim: int = 1,
+        W_std: float = 1.0,
+        b_std: float | None = 0.0,
+        seed: int = 0,
+        dtype: torch.dtype = torch.float64,
+    ):
+        super().__init__()
+        b_std = _check_depth_and_stds(depth, W_std, b_std)
+        for name, size in (("in_dim", in_dim), ("width", width), ("out_dim", out_dim)):
+            if not isinstance(size, (int, np.integer)) or size < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {size!r}")
+        self.W_std, self.b_std, self.depth = float(W_std), b_std, depth
+        sizes = [in_dim] + [width] * depth + [out_dim]
+        gen = torch.Generator().manual_seed(int(seed))
+        self.weights = nn.ParameterList(
+            nn.Parameter(torch.randn(a, b, generator=gen, dtype=dtype))
+            for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+        )
+        self.biases = nn.ParameterList(
+            nn.Parameter(torch.randn(b, generator=gen, dtype=dtype)) for b in sizes[1:]
+        )
+        if b_std == 0.0:
+            for bias in self.biases:
+                bias.requires_grad_(False)
+                bias.data.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            if i > 0:
+                h = torch.relu(h)
+            h = self.W_std / math.sqrt(weight.shape[0]) * h @ weight
+            if self.b_std:
+                h = h + self.b_std * bias
+        return h
+
+    def stax_params(self) -> list:
+        """The weights as a neural-tangents ``stax.serial`` parameter list (numpy float64)."""
+        params = []
+        for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            if i > 0:
+                params.append(())
+            w = weight.detach().cpu().double().numpy()
+            b = bias.detach().cpu().double().numpy()[None, :] if self.b_std else None
+            params.append((w, b))
+        return params
+
+
+# --------------------------------------------------------------------------------------------
+# 2. neural-tangents stax (optional extra)
+# --------------------------------------------------------------------------------------------
+
+
+def _import_nt():
+    _preload_triton()
+    try:
+        import neural_tangents
+        from neural_tangents import stax
+    except ImportError as err:  # pragma: no cover - exercised only without the extra
+        raise ImportError(_NT_MISSING) from err
+    return neural_tangents, stax
+
+
+def relu_mlp_stax(
+    depth: int,
+    W_std: float = 1.0,
+    b_std: float | None = 0.0,
+    width: int = 512,
+    out_dim: int = 1,
+):
+    """The neural-tangents ``stax`` ReLU MLP of :func:`relu_mlp_kernel`: ``(init_fn, apply_fn,
+    kernel_fn)``. ``width`` matters only to ``init_fn``/``apply_fn``; requires ``initmem[nt]``."""
+    b_std = _check_depth_and_stds(depth, W_std, b_std)
+    _, stax = _import_nt()
+    b = b_std if b_std > 0 else None
+    layers = [stax.Dense(width if depth else out_dim, W_std, b)]
+    for i in range(depth):
+        layers += [stax.Relu(), stax.Dense(width if i < depth - 1 else out_dim, W_std, b)]
+    return stax.serial(*layers)
+
+
+def stax_kernel(kernel_fn, x1, x2=None) -> Kernel:
+    """NNGP and NTK of a neural-tangents ``stax`` ``kernel_fn`` as a float64 :class:`Kernel`.
+
+    Enable float64 in JAX (``jax.config.update("jax_enable_x64", True)``) before building inputs if
+    agreement beyond float32 matters. Requires ``initmem[nt]``.
+    """
+    _import_nt()
+    x1 = _as_inputs("x1", x1)
+    x2 = None if x2 is None else _as_inputs("x2", x2)
+    k = kernel_fn(x1, x2, ("nngp", "ntk"))
+    return Kernel(nngp=np.asarray(k.nngp), ntk=np.asarray(k.ntk))
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Empirical kernels of a torch module via torch.func
+# --------------------------------------------------------------------------------------------
+
+
+def _functional(module: nn.Module):
+    """``f(params, x) -> (batch, k)`` outputs and the trainable parameters, detached."""
+    if "tensorflow" in sys.modules and "triton" not in sys.modules:
+        try:
+            import importlib.util
+
+            has_triton = importlib.util.find_spec("triton") is not None
+        except ValueError:
+            has_triton = False
+        if has_triton:
+            raise RuntimeError(
+                "tensorflow (pulled in by neural-tangents) was imported before triton; torch.func "
+                "would then segfault while importing triton. Import initmem.theory (or triton) "
+                "before neural_tangents/tensorflow."
+            )
+    params = {n: p.detach() for n, p in module.named_parameters() if p.requires_grad}
+    if not params:
+        raise ValueError("module has no trainable parameters")
+    buffers = {n: b.detach() for n, b in module.named_buffers()}
+
+    def f(p, x):
+        out = functional_call(module, (p, buffers), (x,))
+        return out.reshape(x.shape[0], -1)
+
+    return f, params
+
+
+def _as_module_input(name: str, x, params: dict) -> torch.Tensor:
+    ref = next(iter(params.values()))
+    x = torch.as_tensor(x)
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise ValueError(f"{name} must have a non-empty leading sample axis, got shape {x.shape}")
+    return x.to(device=ref.device, dtype=ref.dtype if x.is_floating_point() else x.dtype)
+
+
+def _check_block_size(block_size) -> int:
+    if not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
+    return int(block_size)
+
+
+def _per_sample_jacobian(f, params: dict, x: torch.Tensor) -> torch.Tensor:
+    """Jacobian of the outputs of a block of inputs, shape (b * k, P), one sample at a time."""
+
+    def f_one(p, xi):
+        return f(p, xi.unsqueeze(0))[0]
+
+    jac = vmap(jacrev(f_one), in_dims=(None, 0))(params, x)
+    b = x.shape[0]
+    return torch.cat([j.reshape(b, j.shape[1], -1) for j in jac.values()], dim=2).reshape(
+        b * jac[next(iter(jac))].shape[1], -1
+    )
+
+
+def _ntvp_block(f, params: dict, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    """Theta(x1, x2) by NTK-vector products: J1 (J2^T e_j) for every output e_j of the x2 block.
+
+    vjp of the x2 outputs gives the columns J2^T e_j (vmapped over the basis cotangents); a jvp at the
+    x1 outputs then gives J1 J2^T e_j. Returns shape (b1 * k, b2 * k).
+    """
+    out2, vjp_fn = vjp(lambda p: f(p, x2), params)
+    m = out2.numel()
+    basis = torch.eye(m, dtype=out2.dtype, device=out2.device).reshape(m, *out2.shape)
+    (cols,) = vmap(vjp_fn)(basis)
+
+    def push(tangent):
+        return jvp(lambda p: f(p, x1), (params,), (tangent,))[1]
+
+    prods = vmap(push)(cols)  # (b2 * k, b1, k)
+    return prods.reshape(m, -1).T
+
+
+def empirical_ntk(
+    module: nn.Module,
+    x1,
+    x2=None,
+    *,
+    implementation: str = "jacobian",
+    block_size: int = 64,
+    trace_outputs: bool = True,
+) -> Kernel:
+    """Empirical NTK and one-draw NNGP of a torch module at its current parameters.
+
+    ``ntk = J(x1) J(x2)^T`` with ``J`` the Jacobian of the outputs with respect to all parameters
+    with ``requires_grad``; ``nngp = f(x1) f(x2)^T``, the one-draw estimate of the output covariance
+    (neural-tangents' ``empirical_nngp_fn``). With ``trace_outputs`` both are averaged over the ``k``
+    outputs (shape (n1, n2), neural-tangents' ``trace_axes=(-1,)``); otherwise they have shape
+    (n1 * k, n2 * k), rows ordered ``sample * k + output`` (``trace_axes=()``), which is what the exact
+    linearized dynamics of a multi-output network need.
+
+    Computed with ``torch.func`` in blocks of ``block_size`` inputs on each side, so memory stays
+    at about ``2 * block_size * k * P`` numbers for ``P`` parameters:
+
+    - ``implementation="jacobian"``: per-sample Jacobians (``vmap(jacrev)``), contracted blockwise.
+    - ``implementation="ntvp"``: NTK-vector products, ``vjp`` for ``J2^T e`` then ``jvp`` for
+      ``J1 (J2^T e)``; never forms the product of two Jacobians of a whole block.
+
+    The module is called as it is (its mode, dtype and device): put BatchNorm/Dropout in eval mode.
+    The arithmetic is in the module's dtype; the result is float64 numpy. ``x2=None`` computes only
+    the upper blocks of ``k(x1, x1)`` and mirrors them, so the result is exactly symmetric.
+    """
+    if implementation not in ("jacobian", "ntvp"):
+        raise ValueError(f"implementation must be 'jacobian' or 'ntvp', got {implementation!r}")
+    block_size = _check_block_size(block_size)
+    f, params = _functional(module)
+    x1t = _as_module_input("x1", x1, params)
+    x2t = x1t if x2 is None else _as_module_input("x2", x2, params)
+    if x2t.shape[1:] != x1t.shape[1:]:
+        raise ValueError(f"x2 sample shape {tuple(x2t.shape[1:])} != x1's {tuple(x1t.shape[1:])}")
+    symmetric = x2 is None
+
+    with torch.no_grad():
+        out1 = f(params, x1t)
+        out2 = out1 if symmetric else f(params, x2t)
+    k = out1.shape[1]
+    n1, n2 = x1t.shape[0], x2t.shape[0]
+    ntk = np.zeros((n1 * k, n2 * k))
+    starts1 = range(0, n1, block_size)
+    starts2 = range(0, n2, block_size)
+    for i in starts1:
+        xa = x1t[i : i + block_size]
+        ja = _per_sample_jacobian(f, params, xa) if implementation == "jacobian" else None
+        for j in starts2:
+            if symmetric and j < i:
+                continue
+            xb = x2t[j : j + block_size]
+            if implementation == "jacobian":
+                jb = ja if (symmetric and j == i) else _per_sample_jacobian(f, params, xb)
+                block = ja @ jb.T
+            else:
+                block = _ntvp_block(f, params, xa, xb)
+            block = block.detach().cpu().double().numpy()
+            rows = slice(i * k, (i + xa.shape[0]) * k)
+            cols = slice(j * k, (j + xb.shape[0]) * k)
+            ntk[rows, cols] = block
+            if symmetric:
+                ntk[cols, rows] = block.T
+    if symmetric:
+        ntk = (ntk + ntk.T) / 2
+    o1 = out1.detach().cpu().double().numpy().reshape(-1)
+    o2 = out2.detach().cpu().double().numpy().reshape(-1)
+    nngp = np.outer(o1, o2)
+    if trace_outputs:
+        ntk = np.einsum("iaja->ij", ntk.reshape(n1, k, n2, k)) / k
+        nngp = np.einsum("iaja->ij", nngp.reshape(n1, k, n2, k)) / k
+    return Kernel(nngp=nngp, ntk=ntk)
+
+
+def empirical_jacobian(module: nn.Module, x, *, block_size: int = 64) -> np.ndarray:
+    """Jacobian of the outputs with respect to the trainable parameters, float64, shape (n * k, P).
+
+    Rows ordered ``sample * k + output``; columns in the order of :func:`flat_parameters`. Memory is
+    ``n * k * P`` numbers: meant for small models and for checks in parameter space.
+    """
+    block_size = _check_block_size(block_size)
+    f, params = _functional(module)
+    xt = _as_module_input("x", x, params)
+    blocks = [
+        _per_sample_jacobian(f, params, xt[i : i + block_size]).detach().cpu().double().numpy()
+        for i in range(0, xt.shape[0], block_size)
+    ]
+    return np.concatenate(blocks, axis=0)
+
+
+def flat_parameters(module: nn.Module) -> np.ndarray:
+    """The trainable parameters as one float64 vector, in ``named_parameters`` order."""
+    return np.concatenate(
+        [
+            p.detach().cpu().double().reshape(-1).numpy()
+            for p in module.parameters()
+            if p.requires_grad
+        ]
+    )
+
+
+def init_outputs(module: nn.Module, x) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs ``f_0(x)`` and their parameter-carried part ``J(x) theta_0``, float64.
+
+    ``J(x) theta_0`` is the derivative of ``f(x; (1 + s) theta_0)`` at ``s = 0``: one ``jvp`` with the
+    parameters as tangent. The linearized model is ``f_lin(x; theta) = [f_0(x) - J(x) theta_0] +
+    J(x) theta``; under weight decay toward zero only the second part can be forgotten (see
+    :func:`initmem.theory.ntk.linearized_weight_decay_mse`). For a network positively homogeneous of
+    degree L in its parameters (bias-free ReLU MLP with L dense layers) ``J theta_0 = L f_0``.
+    Both arrays have the module's output shape, flattened to (n,) if the module returns (n,).
+    """
+    _, params = _functional(module)
+    buffers = {n: b.detach() for n, b in module.named_buffers()}
+    xt = _as_module_input("x", x, params)
+    f0, jtheta = jvp(lambda p: functional_call(module, (p, buffers), (xt,)), (params,), (params,))
+    shape = f0.shape if f0.ndim <= 2 else (f0.shape[0], -1)
+    f0 = f0.detach().cpu().double().numpy().reshape(shape)
+    jtheta = jtheta.detach().cpu().double().numpy().reshape(shape)
+    return f0, jtheta
