@@ -1,1 +1,42 @@
+"""The bridge: forgetting measured from a sweep's logs, predicted by the theory, and fitted.
 
+    from initmem.empirical.memory import load_sweep
+    from initmem.bridge import fit
+    report = fit(load_sweep("runs/demo"))      # a BridgeReport of pandas DataFrames
+    print(report.summary()); report.save("runs/demo/bridge")
+
+``initmem.bridge.fit`` is the function (it shadows the module ``bridge/fit.py``, whose other names
+are imported from ``initmem.bridge.fit`` as usual: ``from initmem.bridge.fit import loglog_fit``).
+"""
+
+from initmem.bridge.fit import BridgeReport, fit, summarize
+from initmem.bridge.measure import (
+    SweepError,
+    fit_decay_time,
+    function_forgetting_times,
+    norm_forgetting_times,
+    norm_memory_curves,
+)
+from initmem.bridge.predict import (
+    UNITS,
+    accumulated_units,
+    identity_check,
+    predicted_memory_curves,
+    predicted_times,
+)
+
+__all__ = [
+    "BridgeReport",
+    "SweepError",
+    "UNITS",
+    "accumulated_units",
+    "fit",
+    "fit_decay_time",
+    "function_forgetting_times",
+    "identity_check",
+    "norm_forgetting_times",
+    "norm_memory_curves",
+    "predicted_memory_curves",
+    "predicted_times",
+    "summarize",
+]

@@ -22,7 +22,6 @@ the curve's maximum after the pipeline has learned (seed-mean validation accurac
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 from itertools import combinations
@@ -44,100 +43,57 @@ class SweepError(ValueError):
 
 
 # ----------------------------------------------------------------------------------- sweep layout
-def pipeline_columns(runs: pd.DataFrame) -> list[str]:
-    """Config columns that identify a pipeline: every config field except alpha, seed and paths."""
-    from initmem.empirical.config import NON_HASHED_FIELDS, RunConfig
+def prepare_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The finished runs of a ``load_sweep`` table, with its ``pipeline`` and ``label`` columns.
 
-    skip = {"alpha", "seed", *NON_HASHED_FIELDS}
-    return [c for c in RunConfig.field_names() if c in runs.columns and c not in skip]
-
-
-def with_pipelines(runs: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``runs`` with a ``pipeline`` column: a readable label of the fields that vary.
-
-    Two runs share a pipeline when every field of :func:`pipeline_columns` agrees. The label lists only
-    the fields that differ between the sweep's pipelines (``"all"`` when there is one pipeline).
+    Pipelines are :func:`initmem.empirical.memory.pipeline_id` (every hashed config field except
+    alpha and seed); a table without them gets them here. Raises :class:`SweepError` when no run has
+    finished.
     """
+    from initmem.empirical import memory
+
     if runs.empty:
         raise SweepError("the sweep has no runs")
     for column in ("alpha", "seed", "hash", "run_dir"):
         if column not in runs.columns:
             raise SweepError(f"runs lack the column '{column}' (load them with load_sweep(DIR))")
     runs = runs.copy()
-    columns = pipeline_columns(runs)
-    keys = runs[columns].map(_hashable)
-    varying = [c for c in columns if keys[c].nunique() > 1]
-    if not varying:
-        runs["pipeline"] = "all"
-        return runs
-    runs["pipeline"] = [
-        " ".join(f"{c}={_short(v)}" for c, v in zip(varying, row, strict=True))
-        for row in runs[varying].itertuples(index=False)
-    ]
-    return runs
-
-
-def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs whose training finished (``status`` completed or diverged; all runs if no status)."""
-    if "status" not in runs.columns:
-        return runs
-    return runs[runs["status"].isin(["completed", "diverged"])]
+    if "pipeline" not in runs.columns:
+        fields = [c for c in memory.pipeline_columns() if c in runs.columns]
+        runs["pipeline"] = [
+            memory.pipeline_id(dict(zip(fields, row, strict=True)))
+            for row in runs[fields].itertuples(index=False)
+        ]
+    if "label" not in runs.columns:
+        if "variant" not in runs.columns:
+            runs["variant"] = "sweep"
+        runs["label"] = memory.pipeline_labels(runs)
+    if "status" in runs.columns and "test_acc" in runs.columns:
+        runs = memory.finished_runs(runs)
+    if runs.empty:
+        raise SweepError("no run of the sweep has finished yet (run `initmem sweep run` first)")
+    return runs.reset_index(drop=True)
 
 
 def require_alphas(runs: pd.DataFrame, needed: int = 2) -> None:
-    """Raise :class:`SweepError` unless some pipeline has runs at ``needed`` or more alphas."""
-    alphas = sorted(runs["alpha"].unique())
-    per_pipeline = runs.groupby("pipeline")["alpha"].nunique() if "pipeline" in runs else None
-    if len(alphas) < needed or (per_pipeline is not None and per_pipeline.max() < needed):
+    """Raise :class:`SweepError` unless some pipeline has finished runs at ``needed`` or more alphas."""
+    per_pipeline = runs.groupby("pipeline")["alpha"].nunique()
+    if per_pipeline.empty or per_pipeline.max() < needed:
+        alphas = ", ".join(_short(a) for a in sorted(runs["alpha"].unique()))
         raise SweepError(
-            f"the sweep has only one alpha per pipeline ({', '.join(map(_short, alphas))}): "
-            "forgetting compares runs that differ only in alpha; add a second alpha to the sweep"
+            f"the sweep has only one alpha per pipeline ({alphas}): forgetting is measured between "
+            "runs that differ only in the init scale; add a second alpha to the sweep's grid"
         )
 
 
-def load_epoch_logs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per-evaluation scalars of every run (``metrics.parquet``, else ``log.jsonl``), keyed by ``hash``."""
-    try:
-        from initmem.empirical.memory import load_epochs
-    except ImportError:
-        load_epochs = None
-    if load_epochs is not None:
-        return load_epochs(runs)
-    frames = []
-    for run_hash, run_dir in zip(runs["hash"], runs["run_dir"], strict=True):
-        rows = _read_log(Path(run_dir))
-        frame = pd.DataFrame([{k: v for k, v in r.items() if k != "layers"} for r in rows])
-        frames.append(frame.assign(hash=run_hash))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+def load_logs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-evaluation logs (``load_epochs``) and per-layer logs (``load_layers``) of the runs."""
+    from initmem.empirical.memory import load_epochs, load_layers
 
-
-def load_layer_logs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per-evaluation per-layer metrics of every run (one row per run, epoch and layer)."""
-    try:
-        from initmem.empirical.memory import load_layers
-    except ImportError:
-        load_layers = None
-    if load_layers is not None:
-        layers = load_layers(runs)
-    else:
-        frames = []
-        for run_hash, run_dir in zip(runs["hash"], runs["run_dir"], strict=True):
-            rows = [
-                {"epoch": r["epoch"], "step": r["step"], "layer": name, **values}
-                for r in _read_log(Path(run_dir))
-                for name, values in r.get("layers", {}).items()
-            ]
-            frames.append(pd.DataFrame(rows).assign(hash=run_hash))
-        layers = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return layers
-
-
-def _read_log(run_dir: Path) -> list[dict]:
-    path = run_dir / "log.jsonl"
-    if not path.is_file():
-        raise SweepError(f"{run_dir}: no log.jsonl (is it a run folder?)")
-    with path.open() as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    epochs, layers = load_epochs(runs), load_layers(runs)
+    if epochs.empty or "step" not in epochs.columns:
+        raise SweepError("the runs have no per-evaluation logs (log.jsonl / metrics.parquet)")
+    return epochs, layers
 
 
 # ----------------------------------------------------------------------------------- decay fits
@@ -261,8 +217,7 @@ def bootstrap_decay(
 def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
     """Norm memory of every scaled layer, per pipeline, seed and evaluation (tidy).
 
-    ``runs`` with a ``pipeline`` column (:func:`with_pipelines`); ``layers`` from
-    :func:`load_layer_logs`. Pairs the largest and smallest alpha of each pipeline that share a seed.
+    ``runs`` from :func:`prepare_runs`; ``layers`` from :func:`load_logs`. Pairs the largest and smallest alpha of each pipeline that share a seed.
     Columns: ``pipeline``, ``seed``, ``layer``, ``scale_invariant``, ``epoch``, ``step``, ``alpha_lo``,
     ``alpha_hi``, ``log_ratio`` (``log |w|_hi / |w|_lo``), ``memory`` (log_ratio over its init value).
     Adds, per pipeline and seed, the layer :data:`SCALE_INVARIANT_MEAN`: the mean memory of the scaled
@@ -280,7 +235,9 @@ def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame
         hi_run = group.loc[group["alpha"].idxmax()]
         lo = layers[layers["hash"] == lo_run["hash"]].set_index(["layer", "epoch"])
         hi = layers[layers["hash"] == hi_run["hash"]].set_index(["layer", "epoch"])
-        joined = lo[["weight_norm"]].join(hi[["weight_norm"]], how="inner", lsuffix="_lo", rsuffix="_hi")
+        joined = lo[["weight_norm"]].join(
+            hi[["weight_norm"]], how="inner", lsuffix="_lo", rsuffix="_hi"
+        )
         if joined.empty:
             continue
         frame = joined.reset_index()
@@ -297,8 +254,9 @@ def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame
         frame = frame[frame["layer"].isin(scaled)].copy()
         frame["memory"] = frame["log_ratio"] / frame["layer"].map(init)
         frame["step"] = (
-            step_of.reindex(list(zip([lo_run["hash"]] * len(frame), frame["epoch"], strict=True)))
-            .to_numpy()
+            step_of.reindex(
+                list(zip([lo_run["hash"]] * len(frame), frame["epoch"], strict=True))
+            ).to_numpy()
             if step_of is not None
             else np.nan
         )
@@ -310,7 +268,11 @@ def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame
         if not invariant_rows.empty:
             mean = (
                 invariant_rows.groupby("epoch")
-                .agg(step=("step", "first"), log_ratio=("log_ratio", "mean"), memory=("memory", "mean"))
+                .agg(
+                    step=("step", "first"),
+                    log_ratio=("log_ratio", "mean"),
+                    memory=("memory", "mean"),
+                )
                 .reset_index()
             )
             out.append(
@@ -368,7 +330,9 @@ def norm_forgetting_times(
 
 
 # ----------------------------------------------------------------------------------- function memory
-def accuracy_table(runs: pd.DataFrame, epochs: pd.DataFrame, metric: str = "test_acc") -> pd.DataFrame:
+def accuracy_table(
+    runs: pd.DataFrame, epochs: pd.DataFrame, metric: str = "test_acc"
+) -> pd.DataFrame:
     """Per-evaluation accuracy of every run with its pipeline, alpha and seed (tidy)."""
     if metric not in epochs.columns:
         raise SweepError(f"the epoch logs lack '{metric}'")
@@ -405,7 +369,9 @@ def disagreement_curves(runs: pd.DataFrame) -> pd.DataFrame:
             path = Path(run_dir) / "predictions.npz"
             if path.is_file():
                 with np.load(path) as data:
-                    preds[alpha] = dict(zip(data["epochs"].tolist(), data["test_pred"], strict=True))
+                    preds[alpha] = dict(
+                        zip(data["epochs"].tolist(), data["test_pred"], strict=True)
+                    )
         if len(preds) < 2:
             continue
         shared = set.intersection(*(set(p) for p in preds.values()))
@@ -453,7 +419,7 @@ def function_forgetting_times(
         full = pd.MultiIndex.from_product([seeds, alphas], names=["seed", "alpha"])
         stack = cube.reindex(full).to_numpy().reshape(len(seeds), len(alphas), len(steps))
         stack = np.moveaxis(stack, 2, 1)  # (seed, step, alpha)
-        learned = _learned_step(val[val["pipeline"] == pipeline] if val is not None else group)
+        learned = learned_step(val[val["pipeline"] == pipeline] if val is not None else group)
         spread = 100.0 * np.ptp(np.nanmean(stack, axis=0), axis=1)
         window = _window(steps, spread, learned)
         if window is not None:
@@ -465,8 +431,17 @@ def function_forgetting_times(
 
             rows.append(
                 _function_row(
-                    pipeline, "spread", steps, spread, start, stack, reduce_spread, group,
-                    n_boot, level, seed,
+                    pipeline,
+                    "spread",
+                    steps,
+                    spread,
+                    start,
+                    stack,
+                    reduce_spread,
+                    group,
+                    n_boot,
+                    level,
+                    seed,
                 )
             )
         if disagreement is None or disagreement.empty:
@@ -490,8 +465,17 @@ def function_forgetting_times(
 
         rows.append(
             _function_row(
-                pipeline, "disagreement", dis_steps, dis_mean, start, dis_stack, reduce_dis, group,
-                n_boot, level, seed,
+                pipeline,
+                "disagreement",
+                dis_steps,
+                dis_mean,
+                start,
+                dis_stack,
+                reduce_dis,
+                group,
+                n_boot,
+                level,
+                seed,
             )
         )
     return pd.DataFrame(rows)
@@ -517,7 +501,7 @@ def _function_row(pipeline, memory, steps, curve, start, stack, reduce, group, n
     }
 
 
-def _learned_step(acc: pd.DataFrame) -> float:
+def learned_step(acc: pd.DataFrame) -> float:
     """First step at which the pipeline's seed-mean validation (or test) accuracy reaches 90% of best."""
     metric = "val_acc" if "val_acc" in acc.columns else "test_acc"
     mean = acc.groupby("step")[metric].mean()
@@ -558,10 +542,6 @@ def _in_steps(result: dict) -> dict:
     }
 
 
-def _hashable(value):
-    return tuple(value) if isinstance(value, (list, np.ndarray)) else value
-
-
 def _short(value) -> str:
     if isinstance(value, float):
         return f"{value:g}"
@@ -577,15 +557,13 @@ __all__ = [
     "accuracy_table",
     "bootstrap_decay",
     "disagreement_curves",
-    "finished_runs",
     "fit_decay_time",
     "function_forgetting_times",
-    "load_epoch_logs",
-    "load_layer_logs",
+    "learned_step",
+    "load_logs",
     "norm_forgetting_times",
     "norm_memory_curves",
-    "pipeline_columns",
+    "prepare_runs",
     "require_alphas",
     "spread_curves",
-    "with_pipelines",
 ]

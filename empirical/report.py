@@ -147,7 +147,7 @@ def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
                 "spread (pp)": _fmt(r.get("spread_pp")),
                 f"{100 * confidence:.0f}% CI (pp)": ci,
                 "seed std (pp)": _fmt(r.get("seed_std_pp")),
-                "best / worst alpha": f"{_fmt(r.get('best_alpha'), 3)} / {_fmt(r.get('worst_alpha'), 3)}",
+                "best / worst alpha": f"{r.get('best_alpha', np.nan):g} / {r.get('worst_alpha', np.nan):g}",
                 "interpolated": _fmt(r.get("interpolated")),
                 "min train acc (%)": _fmt(r.get("min_train_acc_pct")),
                 "disagreement alphas": _fmt(r.get("disagreement"), 3),
@@ -169,7 +169,7 @@ def _accuracy_display(accuracy: pd.DataFrame) -> pd.DataFrame:
     )
     table = cells.pivot_table(index="alpha", columns="label", values="cell", aggfunc="first")
     table = table[list(dict.fromkeys(accuracy["label"]))].fillna("–")
-    table.insert(0, "alpha", [_fmt(a, 3) for a in table.index])
+    table.insert(0, "alpha", [f"{a:g}" for a in table.index])
     table.columns.name = None
     return table.reset_index(drop=True)
 
@@ -179,9 +179,9 @@ def _pipeline_display(runs: pd.DataFrame) -> pd.DataFrame:
     varying = [c for c in pipeline_columns() if firsts[c].astype(str).nunique(dropna=False) > 1]
     shown = firsts[["label", *varying]].copy()
     for column in varying:
-        shown[column] = [_fmt(v, 6) for v in shown[column]]
+        shown[column] = [f"{v:g}" if isinstance(v, float) else _fmt(v) for v in shown[column]]
     grid = runs.groupby("pipeline", sort=False).agg(
-        alphas=("alpha", lambda a: ", ".join(_fmt(x, 3) for x in sorted(set(a)))),
+        alphas=("alpha", lambda a: ", ".join(f"{x:g}" for x in sorted(set(a)))),
         seeds=("seed", lambda s: len(set(s))),
     )
     shown["alphas"] = list(grid.loc[firsts["pipeline"], "alphas"])
@@ -210,6 +210,19 @@ def _alpha_colors(alphas: Sequence[float]) -> dict[float, Any]:
     return {a: cmap(0.9 * (la - logs[0]) / (logs[-1] - logs[0])) for a, la in zip(alphas, logs, strict=True)}
 
 
+def _alpha_axis(ax: Any, alphas: Sequence[float]) -> None:
+    """Log-scale x axis with a tick at every alpha of the sweep, labelled by its value."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    values = sorted(set(alphas))
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(values, [f"{a:g}" for a in values])
+    ax.set_xlabel("init scale α (log scale)")
+    ax.grid(alpha=0.3)
+
+
 def _save(fig: Any, path: Path) -> None:
     fig.savefig(path, dpi=FIGURE_DPI, bbox_inches="tight")
     _pyplot().close(fig)
@@ -227,12 +240,12 @@ def plot_spread(spread: pd.DataFrame, path: Path) -> bool:
     high = (table["ci_high_pp"] - table["spread_pp"]).clip(lower=0).fillna(0)
     colors = ["tab:blue" if i else "tab:gray" for i in table["interpolated"]]
     ax.barh(y, table["spread_pp"], xerr=[low, high], color=colors, capsize=4, alpha=0.85)
-    for yi, value in zip(y, table["spread_pp"], strict=True):
-        ax.text(value, yi + 0.3, f" {value:.1f} pp", va="center", fontsize=9)
+    for yi, value, whisker in zip(y, table["spread_pp"], high, strict=True):
+        ax.text(value + whisker, yi, f"  {value:.1f} pp", va="center", fontsize=9)
     ax.set_yticks(y, table["label"])
     ax.set_xlabel("spread of test accuracy across α (max − min of seed means, pp)")
     ax.set_title("Initialization memory per pipeline\n(blue: every run interpolated; grey: not all)")
-    ax.set_xlim(0, max(1.0, float((table["spread_pp"] + high).max()) * 1.25))
+    ax.set_xlim(0, max(1.0, float((table["spread_pp"] + high).max()) * 1.3))
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
     return True
@@ -258,9 +271,7 @@ def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
         ax_train.plot(group["alpha"], group["min_train_acc_pct"], marker="s", color=color, label=label)
     ax_train.axhline(99.5, color="k", ls="--", lw=1, label="99.5% (interpolation)")
     for ax in (ax_test, ax_train):
-        ax.set_xscale("log")
-        ax.set_xlabel("init scale α (log)")
-        ax.grid(alpha=0.3)
+        _alpha_axis(ax, accuracy["alpha"])
     ax_test.set_ylabel("test accuracy of the validation-selected model (%)")
     ax_test.set_title("Test accuracy vs α (error bars: std over seeds)")
     ax_train.set_ylabel("final train accuracy, lowest seed (%)")

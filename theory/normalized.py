@@ -466,7 +466,8 @@ class AdaptiveMeanField:
     ``v = (1 - b2) sigma^2`` (torch's un-corrected first step), Adam from ``v_hat = sigma^2``. The
     growth term is the Adam law with ``E[g_i^2 / v_i]`` in place of 1 (coupled L2 adds
     ``l2^2 w_i^2`` to ``v_i``, coordinates of w taken Gaussian); the decay term is
-    ``2 eta <w, l2 w / sqrt(v)>``. Without l2 the result does not depend on ``G``. Checked against
+    ``2 eta <w, l2 w / sqrt(v)>``. The first :attr:`discrete_steps` run as the per-step recursion
+    of the same rates. Without l2 the result does not depend on ``G``. Checked against
     :func:`~initmem.theory.normalized_sim.simulate_norms` in the tests. ``lr_multipliers``: one per
     step (the schedule); beyond its end the run is over.
     """
@@ -537,10 +538,34 @@ class AdaptiveMeanField:
         dlogv = k * (self._sigma_sq(x) / v - 1.0)
         return np.concatenate([self._x_rate(x, v, self._lr_at(t)) / x, dlogv])
 
-    def _start(self, init_norm_sq) -> np.ndarray:
-        x0 = np.atleast_1d(np.asarray(init_norm_sq, dtype=np.float64))
-        v0 = self._sigma_sq(x0) * ((1.0 - self.beta2) if self.optimizer == "rmsprop" else 1.0)
-        return np.log(np.concatenate([x0, v0]))
+    @property
+    def discrete_steps(self) -> int:
+        """Steps run as the exact per-step recursion before the ODE takes over: ``3 / (1 - b2)``.
+
+        Over the first ~1 / (1 - b2) steps v is far from its average (bias correction, RMSprop's
+        small start) and sums over steps differ from integrals; the recursion keeps them exact.
+        """
+        return int(min(math.ceil(3.0 / (1.0 - self.beta2)), self.horizon))
+
+    def _discrete(self, init_norm_sq) -> tuple[np.ndarray, np.ndarray]:
+        """Per-step mean-field recursion: ``x`` at steps 0..discrete_steps (rows) and the final state.
+
+        ``v <- b2 v + (1 - b2) sigma^2(x)`` (Adam divides by ``1 - b2^t``), then
+        ``x <- (1 - lr wd)^2 x + growth - decay`` with the rates of the class docstring.
+        """
+        x = np.atleast_1d(np.asarray(init_norm_sq, dtype=np.float64)).copy()
+        v_raw = np.zeros_like(x)
+        b2 = self.beta2
+        xs = [x.copy()]
+        v = v_raw
+        for t in range(1, self.discrete_steps + 1):
+            lr = self._lr_at(t - 1)
+            v_raw = b2 * v_raw + (1.0 - b2) * self._sigma_sq(x)
+            v = v_raw / (1.0 - b2**t) if self.optimizer != "rmsprop" else v_raw
+            shrink = (1.0 - lr * self.weight_decay) ** 2
+            x = shrink * x + self._x_rate(x, v, lr) - 2.0 * math.log1p(-lr * self.weight_decay) * x
+            xs.append(x.copy())
+        return np.array(xs), np.log(np.concatenate([x, v]))
 
     def norm_sq(self, steps, init_norm_sq) -> np.ndarray:
         """``|w_t|^2`` at ``steps`` (sorted, >= 0) for each initial squared norm: (n_runs, n_steps)."""
@@ -549,22 +574,31 @@ class AdaptiveMeanField:
         steps = np.atleast_1d(np.asarray(steps, dtype=np.float64))
         if np.any(np.diff(steps) < 0) or steps[0] < 0 or steps[-1] > self.horizon:
             raise ValueError(f"steps must be sorted within [0, {self.horizon}] (got {steps})")
-        y0 = self._start(init_norm_sq)
-        n = len(y0) // 2
-        if steps[-1] == 0:
-            return np.exp(np.repeat(y0[:n, None], len(steps), axis=1))
-        sol = solve_ivp(
-            self._rhs, (0.0, steps[-1]), y0, method="LSODA", t_eval=steps, rtol=1e-8, atol=1e-10
-        )
-        if not sol.success:
-            raise RuntimeError(f"mean-field integration failed: {sol.message}")
-        return np.exp(sol.y[:n])
+        xs, y = self._discrete(init_norm_sq)
+        n0 = len(xs) - 1
+        early = steps <= n0
+        out = np.empty((xs.shape[1], len(steps)))
+        out[:, early] = xs[np.rint(steps[early]).astype(int)].T
+        if np.any(~early):
+            sol = solve_ivp(
+                self._rhs,
+                (float(n0), steps[-1]),
+                y,
+                method="LSODA",
+                t_eval=steps[~early],
+                rtol=1e-8,
+                atol=1e-10,
+            )
+            if not sol.success:
+                raise RuntimeError(f"mean-field integration failed: {sol.message}")
+            out[:, ~early] = np.exp(sol.y[: xs.shape[1]])
+        return out
 
     def forgetting_steps(self, alpha, init_norm_sq, tol=DEFAULT_TOL, max_steps=1e12) -> float:
         """First time (steps) with ``|ln(|w(alpha)|^2 / |w(1)|^2)| <= tol``; ``inf`` if never.
 
-        Integrates the runs at ``alpha`` and 1 together on a doubling horizon up to ``max_steps``
-        (or the end of the schedule).
+        Runs the exact recursion for :attr:`discrete_steps`, then integrates the runs at ``alpha``
+        and 1 together on a doubling horizon up to ``max_steps`` (or the end of the schedule).
         """
         from scipy.integrate import solve_ivp
 
@@ -573,14 +607,17 @@ class AdaptiveMeanField:
         _check("tol", tol, strict=True)
         if abs(2.0 * math.log(alpha)) <= tol:
             return 0.0
+        xs, y = self._discrete([alpha**2 * init_norm_sq, init_norm_sq])
+        hit = np.flatnonzero(np.abs(np.log(xs[:, 0] / xs[:, 1])) <= tol)
+        if hit.size:
+            return float(hit[0])
 
         def event(_, y):
             return abs(y[0] - y[1]) - tol
 
         event.terminal = True
-        y = self._start([alpha**2 * init_norm_sq, init_norm_sq])
         stop = min(max_steps, self.horizon)
-        start, window = 0.0, 1.0 / (1.0 - self.beta2)
+        start, window = float(len(xs) - 1), 1.0 / (1.0 - self.beta2)
         while start < stop:
             end = min(start + window, stop)
             sol = solve_ivp(

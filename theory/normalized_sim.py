@@ -63,11 +63,12 @@ class ScaleInvariantLoss:
         self, w: np.ndarray, noise: np.ndarray, matrix: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Loss and analytic gradient for each row of ``w`` (shape ``(rows, dim)``)."""
-        a = self.matrix() if matrix is None else matrix
-        norm = np.linalg.norm(w, axis=1, keepdims=True)
+        a = self.matrix() if matrix is None and self.curvature else matrix
+        norm = np.sqrt(np.einsum("ri,ri->r", w, w))[:, None]
         u = w / norm
-        grad_f = u @ a + noise
-        loss = 0.5 * np.einsum("ri,ri->r", u @ a, u) + np.einsum("ri,ri->r", noise, u)
+        au = 0.0 * u if a is None else u @ a
+        grad_f = au + noise
+        loss = 0.5 * np.einsum("ri,ri->r", au, u) + np.einsum("ri,ri->r", noise, u)
         radial = np.einsum("ri,ri->r", grad_f, u)[:, None]
         return loss, (grad_f - radial * u) / norm
 
@@ -139,7 +140,7 @@ def simulate_norms(
     direction = rng.standard_normal(loss.dim)
     direction /= np.linalg.norm(direction)
     w = np.outer(alphas * np.sqrt(init_norm_sq), direction)
-    a = loss.matrix()
+    a = loss.matrix() if loss.curvature else None
     rows = len(alphas)
     buf = np.zeros_like(w)
     sq = np.zeros_like(w)

@@ -574,7 +574,8 @@ def forgetting_times(
     lr w / N|`` for discrete steps, and for the unseen part ``1 / (lr lambda)`` (``-1 / log(1 - lr
     lambda)``). In accumulated regularization ``lr * lambda * t`` the memory at test points decays as
     ``exp(-lr lambda t)``: it is gone once that reaches a few units, whatever the data. Without weight
-    decay the unseen part is never forgotten (``inf``). ``N = y_train_size`` (default: n, one output).
+    decay the unseen part is never forgotten (``inf``); a discrete mode that does not contract
+    (``lr`` too large) also gets ``inf``. ``N = y_train_size`` (default: n, one output).
     """
     k = _array("k_train_train", k_train_train, (2,))
     n = k.shape[0]
@@ -585,16 +586,17 @@ def forgetting_times(
     lr = _rate("lr", lr)
     lam = _rate("weight_decay", weight_decay)
     w = w[::-1]
-    with np.errstate(divide="ignore"):
-        if discrete:
-            if lr * lam >= 1.0:
-                raise ValueError(
-                    f"lr * weight_decay must be < 1 for discrete steps, got {lr * lam}"
-                )
-            modes = -1.0 / np.log(np.abs(1.0 - lr * lam - lr * w / size))
-            null = -1.0 / np.log(1.0 - lr * lam)
-        else:
-            modes = 1.0 / (lr * (lam + w / size))
-            null = 1.0 / (lr * lam)
-    modes = np.where(np.isfinite(modes) & (modes >= 0), modes, np.inf)
-    return ForgettingTimes(eigenvalues=w, mode_steps=modes, null_space_steps=float(abs(null)))
+    if discrete:
+        if lr * lam >= 1.0:
+            raise ValueError(f"lr * weight_decay must be < 1 for discrete steps, got {lr * lam}")
+        with np.errstate(divide="ignore"):  # a mode that one step clears exactly: rate inf
+            rates = -np.log(np.abs(1.0 - lr * lam - lr * w / size))  # per-step log-contraction
+        null_rate = -np.log1p(-lr * lam)
+    else:
+        rates = lr * (lam + w / size)
+        null_rate = lr * lam
+    # A rate <= 0 (no contraction, or a diverging discrete mode) never forgets: infinite time.
+    modes = np.full_like(w, np.inf)
+    np.divide(1.0, rates, out=modes, where=rates > 0)
+    null = 1.0 / null_rate if null_rate > 0 else np.inf
+    return ForgettingTimes(eigenvalues=w, mode_steps=modes, null_space_steps=float(null))

@@ -147,10 +147,10 @@ def demo_verdict(spread, *, quick: bool = False) -> str:
 def bridge_summary(sweep_dir: str) -> str:
     """The bridge's short summary of the sweep (measured forgetting vs theory), if available."""
     try:
-        from initmem.bridge import sweep_summary
+        from initmem.bridge import summarize
     except ImportError:
         return ""
     try:
-        return str(sweep_summary(sweep_dir))
+        return str(summarize(sweep_dir))
     except Exception as err:  # noqa: BLE001 - the demo's own results are already written
         return f"(bridge summary unavailable: {type(err).__name__}: {err})"

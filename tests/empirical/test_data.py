@@ -31,6 +31,8 @@ from initmem.empirical.data import (
 #: Labels of the first 20 images of CIFAR-10's official test_batch (stated in the shared notes).
 FIRST_TWENTY_TEST_LABELS = [3, 8, 8, 0, 6, 6, 1, 6, 3, 1, 0, 9, 5, 7, 9, 8, 5, 7, 8, 6]
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 
 # ------------------------------------------------------------------------------------- CIFAR-10
 def test_fixture_holds_the_first_twenty_official_test_images(cifar_fixture_root):

@@ -10,10 +10,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 from initmem.theory import normalized as nz
 from initmem.theory.normalized_sim import ScaleInvariantLoss, first_time_below, simulate_norms
+from torch import nn
 
 IDENTITY_RTOL = 1e-10
 LAW_RTOL = 0.10
@@ -48,7 +47,11 @@ def test_one_step_identity_synthetic(optimizer, l2, weight_decay):
         u = g / (np.abs(g) + 1e-8)
         w_new = (1 - lr * weight_decay) * w - lr * u
         predicted = nz.norm_sq_after_step(
-            float(np.sum(w * w)), float(np.sum(w * u)), float(np.sum(u * u)), lr, 1 - lr * weight_decay
+            float(np.sum(w * w)),
+            float(np.sum(w * u)),
+            float(np.sum(u * u)),
+            lr,
+            1 - lr * weight_decay,
         )
     assert predicted == pytest.approx(float(np.sum(w_new * w_new)), rel=IDENTITY_RTOL)
 
@@ -66,7 +69,7 @@ def test_scale_invariance_of_synthetic_gradient():
     h = 1e-6
     lp, _ = loss.loss_and_grad(w + h * e, noise)
     lm, _ = loss.loss_and_grad(w - h * e, noise)
-    assert float((lp - lm)[0] / (2 * h)) == pytest.approx(float(g1 @ e), rel=1e-6)
+    assert float((lp - lm)[0] / (2 * h)) == pytest.approx(float((g1 @ e)[0]), rel=1e-6)
 
 
 # --------------------------------------------------------------- exact identities, BatchNorm convnet
@@ -83,6 +86,15 @@ def bn_convnet(seed, eps=1e-12):
         nn.Flatten(),
         nn.Linear(6, 3),
     ).double()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny float64 convs: one thread is fastest (and immune to a loaded machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +119,16 @@ def test_bn_conv_gradient_orthogonal(batches):
     grad_step(model, batches[0])
     for i in BN_CONVS:
         w, g = model[i].weight, model[i].weight.grad
-        per_filter = (w * g).sum((1, 2, 3)) / ((w * w).sum((1, 2, 3)) * (g * g).sum((1, 2, 3))).sqrt()
+        w = w.detach()
+        per_filter = (w * g).sum((1, 2, 3)) / (
+            (w * w).sum((1, 2, 3)) * (g * g).sum((1, 2, 3))
+        ).sqrt()
         assert per_filter.abs().max().item() < 1e-3  # BN eps = 1e-5 breaks invariance slightly
     model = bn_convnet(0)
     grad_step(model, batches[0])
     for i in BN_CONVS:
-        w, g = model[i].weight, model[i].weight.grad
-        assert abs(float((w * g).sum())) < 1e-10 * float(w.norm() * g.norm())
+        w, g = model[i].weight.detach(), model[i].weight.grad
+        assert abs(float((w * g).sum())) < 1e-10 * float((w.norm() * g.norm()).detach())
 
 
 @pytest.mark.parametrize("l2,momentum", [(0.0, 0.0), (5e-2, 0.0), (0.0, 0.9), (5e-2, 0.9)])
@@ -122,7 +137,9 @@ def test_torch_sgd_identities(batches, l2, momentum):
     model = bn_convnet(1)
     lr = 0.3
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=l2)
-    states = {i: nz.MomentumNormState(float((model[i].weight ** 2).sum())) for i in BN_CONVS}
+    states = {
+        i: nz.MomentumNormState(float((model[i].weight.detach() ** 2).sum())) for i in BN_CONVS
+    }
     bufs = {i: torch.zeros_like(model[i].weight) for i in BN_CONVS}
     for batch in batches:
         grad_step(model, batch)
@@ -140,7 +157,7 @@ def test_torch_sgd_identities(batches, l2, momentum):
             before[i] = predicted
         opt.step()
         for i in BN_CONVS:
-            actual = float((model[i].weight ** 2).sum())
+            actual = float((model[i].weight.detach() ** 2).sum())
             assert before[i] == pytest.approx(actual, rel=IDENTITY_RTOL)
             if momentum:
                 bufs[i] = opt.state[model[i].weight]["momentum_buffer"].detach().clone()
@@ -171,7 +188,7 @@ def test_torch_adamw_identity(batches):
         opt.step()
         for i in BN_CONVS:
             assert predicted[i] == pytest.approx(
-                float((model[i].weight ** 2).sum()), rel=IDENTITY_RTOL
+                float((model[i].weight.detach() ** 2).sum()), rel=IDENTITY_RTOL
             )
 
 
@@ -183,15 +200,15 @@ def test_bn_convnet_norm4_law(batches):
             model[3].weight.mul_(alpha)
         lr = 0.05
         opt = torch.optim.SGD(model.parameters(), lr=lr)
-        w0 = float((model[3].weight ** 2).sum())
+        w0 = float((model[3].weight.detach() ** 2).sum())
         total = 0.0
         for _ in range(5):
             for batch in batches:
                 grad_step(model, batch)
-                w, g = model[3].weight, model[3].weight.grad
+                w, g = model[3].weight.detach(), model[3].weight.grad
                 total += float((g * g).sum() * (w * w).sum())
                 opt.step()
-        w_t = float((model[3].weight ** 2).sum())
+        w_t = float((model[3].weight.detach() ** 2).sum())
         predicted = nz.sgd_norm4_after_steps(w0, lr, total)
         assert w_t**2 >= predicted * (1 - 1e-12)  # exact lower bound
         assert w_t**2 == pytest.approx(predicted, rel=1e-2)
@@ -206,7 +223,9 @@ def test_gradient_flow_conserves_norm():
         traj = simulate_norms(loss, lr=lr, steps=int(round(4.0 / lr)), record_every=10**6)
         x0, xt = traj.norm_sq[0, 0], traj.norm_sq[0, -1]
         drifts.append(xt / x0 - 1)
-        predicted = math.sqrt(nz.sgd_norm4_after_steps(x0, lr, traj.grad_sq_unit_sum[0, -1])) / x0 - 1
+        predicted = (
+            math.sqrt(nz.sgd_norm4_after_steps(x0, lr, traj.grad_sq_unit_sum[0, -1])) / x0 - 1
+        )
         assert drifts[-1] == pytest.approx(predicted, rel=1e-2)
     assert drifts[0] > 0
     assert drifts[1] / drifts[0] == pytest.approx(0.5, rel=LAW_RTOL)
@@ -264,14 +283,17 @@ def test_sgd_l2_trajectory_and_forgetting(sgd_l2_run):
 def test_momentum_effective_rates(decay):
     """Heavy ball mu = 0.9: the laws hold with lr / (1 - mu) and kappa = lr l2 / (1 - mu) (or lr wd)."""
     lr, mu = 0.002, 0.9
-    kwargs = {"l2": 0.0125} if decay == "l2" else {"weight_decay": 0.125}
+    kwargs = {"l2": 0.025} if decay == "l2" else {"weight_decay": 0.25}
     traj = simulate_norms(
         NOISE, lr=lr, steps=6000, alphas=[1.0, 3.0, 0.3], momentum=mu, record_every=10, **kwargs
     )
-    assert nz.decay_rate(lr, momentum=mu, **kwargs) == pytest.approx(2.5e-4)
+    assert nz.decay_rate(lr, momentum=mu, **kwargs) == pytest.approx(5e-4)
     law = nz.sgd_norm_law(lr, NOISE.noise_sq, momentum=mu, **kwargs)
+    late = traj.steps >= 100  # after the buffer's warm-up of ~ 1 / (1 - mu) steps
     for i, alpha in enumerate(traj.alphas):
-        np.testing.assert_allclose(traj.norm_sq[i], law.norm_sq(traj.steps, alpha**2), rtol=0.05)
+        np.testing.assert_allclose(
+            traj.norm_sq[i, late], law.norm_sq(traj.steps[late], alpha**2), rtol=0.05
+        )
     predicted = [law.forgetting_steps(a, 1.0) for a in traj.alphas[1:]]
     np.testing.assert_allclose(measured_forgetting(traj), predicted, rtol=LAW_RTOL)
 
@@ -302,22 +324,24 @@ def test_adam_law_in_its_regime():
 
 
 @pytest.mark.parametrize(
-    "optimizer,kwargs,steps",
+    "optimizer,lr,kwargs",
     [
-        ("adam", {}, 20000),
-        ("adamw", {"weight_decay": 0.1}, 20000),
-        ("adam", {"l2": 0.05}, 6000),
-        ("rmsprop", {"l2": 0.05, "momentum": 0.5, "betas": (0.9, 0.99)}, 6000),
+        ("adam", 3e-3, {}),
+        ("adamw", 3e-3, {"weight_decay": 0.1}),
+        ("adam", 3e-3, {"l2": 0.05}),
+        ("rmsprop", 3e-3, {}),
+        ("rmsprop", 1e-3, {"l2": 0.05, "momentum": 0.5}),
     ],
 )
-def test_adaptive_mean_field_against_simulation(optimizer, kwargs, steps):
-    lr = 1e-3
+def test_adaptive_mean_field_against_simulation(optimizer, lr, kwargs):
+    """The (|w|^2, v) mean field, lag of v included, against Adam / AdamW / RMSprop (beta2 = 0.99)."""
     traj = simulate_norms(
         NOISE,
         optimizer=optimizer,
         lr=lr,
-        steps=steps,
+        steps=6000,
         alphas=[1.0, 1.4, 0.7] if not kwargs else [1.0, 3.0, 0.3],
+        betas=(0.9, 0.99),
         record_every=50,
         **kwargs,
     )
@@ -325,13 +349,13 @@ def test_adaptive_mean_field_against_simulation(optimizer, kwargs, steps):
         optimizer,
         lr,
         DIM,
-        beta2=kwargs.get("betas", (0.9, 0.999))[1],
+        beta2=0.99,
         momentum=kwargs.get("momentum", 0.0),
         l2=kwargs.get("l2", 0.0),
         weight_decay=kwargs.get("weight_decay", 0.0),
         grad_sq_unit=NOISE.noise_sq,
     )
-    late = traj.steps >= 1000
+    late = traj.steps >= 500
     np.testing.assert_allclose(
         traj.norm_sq[:, late], field.norm_sq(traj.steps[late], traj.alphas**2), rtol=LAW_RTOL
     )
@@ -340,17 +364,24 @@ def test_adaptive_mean_field_against_simulation(optimizer, kwargs, steps):
 
 
 def test_adamw_equilibrium_and_time_constant():
-    lr, wd = 1e-3, 0.1
+    lr, wd = 3e-3, 0.1
     traj = simulate_norms(
-        NOISE, optimizer="adamw", lr=lr, steps=30000, alphas=[4.0], weight_decay=wd,
-        record_every=100,
+        NOISE,
+        optimizer="adamw",
+        lr=lr,
+        steps=10000,
+        alphas=[4.0],
+        weight_decay=wd,
+        betas=(0.9, 0.99),
+        record_every=50,
     )
     equilibrium = nz.adamw_equilibrium_norm_sq(lr, wd, DIM)
     assert equilibrium == pytest.approx(lr * DIM / (2 * wd), rel=1e-3)
-    assert traj.norm_sq[0, -20:].mean() == pytest.approx(equilibrium, rel=LAW_RTOL)
+    assert traj.norm_sq[0, -40:].mean() == pytest.approx(equilibrium, rel=LAW_RTOL)
     tau = nz.adamw_relaxation_steps(lr, wd)
+    assert tau == pytest.approx(1 / (2 * lr * wd), rel=1e-3)
     x = traj.norm_sq[0]
-    window = (traj.steps >= 2000) & (traj.steps <= 12000)
+    window = (traj.steps >= 500) & (traj.steps <= 4000)
     slope = np.polyfit(traj.steps[window], np.log(x[window] - equilibrium), 1)[0]
     assert -1 / slope == pytest.approx(tau, rel=LAW_RTOL)
 
@@ -360,7 +391,7 @@ def test_forgetting_time_scalings():
     sgd = nz.sgd_norm_law(0.01, 1.0)
     adam = nz.adaptive_norm_law(1e-3, 100)
     decayed = nz.sgd_norm_law(0.01, 1.0, l2=0.01)
-    for alpha in (10.0, 20.0):
+    for alpha in (100.0, 200.0):
         assert sgd.forgetting_steps(2 * alpha, 1.0) / sgd.forgetting_steps(alpha, 1.0) == (
             pytest.approx(16, rel=1e-3)
         )
@@ -368,7 +399,7 @@ def test_forgetting_time_scalings():
             pytest.approx(4, rel=1e-3)
         )
         gap = decayed.forgetting_steps(2 * alpha, 1.0) - decayed.forgetting_steps(alpha, 1.0)
-        assert gap == pytest.approx(math.log(16) / (4 * 0.01 * 0.01), rel=1e-2)
+        assert gap == pytest.approx(math.log(16) / -math.log(decayed.contraction), rel=1e-3)
     assert sgd.forgetting_steps(1.02, 1.0) == 0.0  # |2 ln alpha| <= tol: nothing to forget
 
 
@@ -379,7 +410,12 @@ def test_scheduled_law_against_simulation():
     steps, lr, l2 = 6000, 0.03, 0.0125
     mults = lr_multipliers(steps, 100, "cosine", warmup_epochs=2)
     traj = simulate_norms(
-        NOISE, lr=lr, steps=steps, alphas=[1.0, 3.0, 0.3], l2=l2, record_every=20,
+        NOISE,
+        lr=lr,
+        steps=steps,
+        alphas=[1.0, 3.0, 0.3],
+        l2=l2,
+        record_every=20,
         lr_multipliers=mults,
     )
     law = nz.sgd_norm_law(lr * mults, NOISE.noise_sq, l2=l2)

@@ -1,0 +1,650 @@
+"""Measured against predicted: the fits, the unit-of-forgetting test and the phase diagrams.
+
+``fit(load_sweep(DIR))`` runs the whole bridge on a sweep and returns a :class:`BridgeReport`:
+
+1. **Times** (:mod:`initmem.bridge.measure`, :mod:`initmem.bridge.predict`): measured forgetting times of
+   the norm memory (per layer, and of the layer mean of the scaled BN-followed convs), of the accuracy
+   spread and of the prediction disagreement; predicted times from the normalized-weight laws and from
+   accumulated regularization (steps until it reaches 1).
+2. **Fits** (:func:`loglog_fit`): ``ln(measured) = intercept + slope * ln(predicted)`` across pipelines,
+   with t-intervals on slope and intercept and R^2; once over the pipelines that forgot within their
+   run, once over every finite fitted time (extrapolated for the ones that did not).
+3. **Units of forgetting** (:func:`unit_comparison`): the memory at every evaluation of every pipeline,
+   fitted as one monotone function ``A exp(-(u / u0)^k)`` of each candidate unit ``u`` (the same three
+   parameters for every unit, so the R^2 values compare fairly), plus an isotonic (decreasing) fit and
+   its leave-one-pipeline-out R^2. The unit with the highest R^2 is the one that collapses the pipelines.
+4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size) with the
+   boundary where accumulated regularization reaches 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from initmem.bridge import measure, predict
+from initmem.bridge.measure import SCALE_INVARIANT_MEAN, SweepError
+
+#: Relations fitted in :func:`fit`: (measured time, predicted time).
+MEMORIES = ("norm", "norm per layer", "spread", "disagreement")
+PREDICTORS = ("law", "accumulated")
+#: Memories compared across units in :func:`unit_comparison`.
+UNIT_MEMORIES = ("norm", "spread")
+
+
+# ----------------------------------------------------------------------------------- log-log fits
+def loglog_fit(measured, predicted, *, level: float = 0.95) -> dict:
+    """Least squares ``ln(measured) = intercept + slope * ln(predicted)``.
+
+    Returns ``n``, ``slope``, ``intercept``, ``r2`` and ``level`` t-intervals ``slope_lo``,
+    ``slope_hi``, ``intercept_lo``, ``intercept_hi`` (n - 2 degrees of freedom; NaN for n < 3). Pairs
+    with a non-finite or non-positive time are dropped. A slope of 1 means measured is proportional to
+    predicted; ``exp(intercept)`` is then the constant factor.
+    """
+    from scipy import stats
+
+    x = np.asarray(predicted, dtype=np.float64)
+    y = np.asarray(measured, dtype=np.float64)
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    x, y = np.log(x[keep]), np.log(y[keep])
+    out = dict.fromkeys(
+        ["slope", "slope_lo", "slope_hi", "intercept", "intercept_lo", "intercept_hi", "r2"], np.nan
+    )
+    out["n"] = int(x.size)
+    if x.size < 2 or np.ptp(x) == 0:
+        return out
+    res = stats.linregress(x, y)
+    out.update(slope=res.slope, intercept=res.intercept, r2=res.rvalue**2)
+    if x.size >= 3:
+        q = stats.t.ppf(0.5 + level / 2, x.size - 2)
+        out.update(
+            slope_lo=res.slope - q * res.stderr,
+            slope_hi=res.slope + q * res.stderr,
+            intercept_lo=res.intercept - q * res.intercept_stderr,
+            intercept_hi=res.intercept + q * res.intercept_stderr,
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------------- monotone fits
+def stretched_exponential_fit(u, y) -> dict:
+    """Least squares ``y = A exp(-(u / u0)^k)`` (A, u0 > 0; 0.1 <= k <= 10); R^2 over all points.
+
+    Multi-start over ``u0`` at the quartiles of the positive ``u`` and ``k`` in (0.5, 1, 2). Returns
+    ``amplitude``, ``scale`` (u0, in the unit of u), ``shape`` (k), ``r2``, ``prediction``.
+    """
+    from scipy.optimize import least_squares
+
+    u = np.asarray(u, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    total = float(np.sum((y - y.mean()) ** 2))
+    positive = u[u > 0]
+    if positive.size == 0 or total == 0:
+        pred = np.full_like(y, y.mean())
+        return {
+            "amplitude": y.mean(),
+            "scale": np.nan,
+            "shape": np.nan,
+            "r2": 0.0,
+            "prediction": pred,
+        }
+
+    def model(theta):
+        amplitude, scale, shape = np.exp(theta)
+        return amplitude * np.exp(-((u / scale) ** shape))
+
+    best = None
+    for scale0 in np.quantile(positive, [0.25, 0.5, 0.75]):
+        for shape0 in (0.5, 1.0, 2.0):
+            theta0 = np.log([max(np.max(np.abs(y)), 1e-12), scale0, shape0])
+            res = least_squares(
+                lambda th: model(th) - y,
+                theta0,
+                bounds=([-np.inf, -np.inf, np.log(0.1)], [np.inf, np.inf, np.log(10.0)]),
+            )
+            if best is None or res.cost < best.cost:
+                best = res
+    pred = model(best.x)
+    amplitude, scale, shape = np.exp(best.x)
+    r2 = 1.0 - float(np.sum((y - pred) ** 2)) / total
+    return {"amplitude": amplitude, "scale": scale, "shape": shape, "r2": r2, "prediction": pred}
+
+
+def isotonic_fit(u, y, u_new=None) -> np.ndarray:
+    """Decreasing least-squares fit of ``y`` on ``u`` (ties pooled), evaluated at ``u`` or ``u_new``.
+
+    Between fitted points the fit is interpolated linearly in ``ln u`` and held constant beyond them.
+    """
+    from scipy.optimize import isotonic_regression
+
+    u = np.asarray(u, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    levels, inverse, counts = np.unique(u, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=y)
+    fitted = isotonic_regression(sums / counts, weights=counts, increasing=False).x
+    if u_new is None:
+        return fitted[inverse]
+    floor = levels[levels > 0].min() * 1e-3 if np.any(levels > 0) else 1.0
+    return np.interp(
+        np.log(np.maximum(np.asarray(u_new, dtype=np.float64), floor)),
+        np.log(np.maximum(levels, floor)),
+        fitted,
+    )
+
+
+def unit_comparison(points: pd.DataFrame, units=None) -> pd.DataFrame:
+    """Fit each memory as one monotone function of each candidate unit, across all pipelines.
+
+    ``points``: one row per (memory, pipeline, evaluation) with columns ``memory``, ``pipeline``,
+    ``value`` and one column per unit. Returns one row per (memory, unit): ``r2`` (stretched
+    exponential, :func:`stretched_exponential_fit`), ``r2_isotonic`` (in sample), ``r2_cv``
+    (isotonic, leave one pipeline out: how well the other pipelines' curve predicts it), ``scale``,
+    ``shape``, ``n_points``, ``n_pipelines``, ``definition`` and ``best`` (the highest ``r2`` of the
+    memory).
+    """
+    units = list(units or [u for u in predict.UNIT_DEFINITIONS if u in points.columns])
+    rows = []
+    for memory, group in points.groupby("memory", sort=False):
+        for unit in units:
+            data = group[["pipeline", "value", unit]].dropna()
+            data = data[np.isfinite(data[unit]) & (data[unit] >= 0)]
+            if len(data) < 4:
+                continue
+            u, y = data[unit].to_numpy(), data["value"].to_numpy()
+            total = float(np.sum((y - y.mean()) ** 2))
+            parametric = stretched_exponential_fit(u, y)
+            iso = isotonic_fit(u, y)
+            cv = np.full_like(y, np.nan)
+            pipelines = data["pipeline"].to_numpy()
+            for pipeline in np.unique(pipelines):
+                held = pipelines == pipeline
+                if held.all():
+                    continue
+                cv[held] = isotonic_fit(u[~held], y[~held], u[held])
+            rows.append(
+                {
+                    "memory": memory,
+                    "unit": unit,
+                    "r2": parametric["r2"],
+                    "r2_isotonic": 1.0 - float(np.sum((y - iso) ** 2)) / total if total else np.nan,
+                    "r2_cv": 1.0 - float(np.nansum((y - cv) ** 2)) / total
+                    if total and np.isfinite(cv).all()
+                    else np.nan,
+                    "scale": parametric["scale"],
+                    "shape": parametric["shape"],
+                    "n_points": len(data),
+                    "n_pipelines": int(np.unique(pipelines).size),
+                    "definition": predict.UNIT_DEFINITIONS.get(unit, unit),
+                }
+            )
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    table["best"] = table["r2"] == table.groupby("memory")["r2"].transform("max")
+    return table
+
+
+def unit_verdict(units: pd.DataFrame) -> list[str]:
+    """One sentence per memory: which unit collapses the pipelines, against epochs."""
+    lines = []
+    for memory, group in units.groupby("memory", sort=False):
+        group = group.set_index("unit")
+        if group["n_pipelines"].max() < 2:
+            lines.append(
+                f"{memory}: one pipeline only, so every unit fits alike: no collapse test."
+            )
+            continue
+        best = group["r2"].idxmax()
+        acc = group["r2"].get("accumulated", np.nan)
+        epochs = group["r2"].get("epochs", np.nan)
+        better = "a better" if acc > epochs else "not a better"
+        lines.append(
+            f"{memory}: accumulated regularization R^2 = {acc:.3f} vs epochs R^2 = {epochs:.3f} "
+            f"(accumulated regularization is {better} unit of forgetting than epoch count); "
+            f"the unit that collapses the pipelines best is '{best}' (R^2 = {group['r2'][best]:.3f}, "
+            f"leave-one-pipeline-out isotonic R^2 = {group['r2_cv'][best]:.3f})."
+        )
+    return lines
+
+
+# ----------------------------------------------------------------------------------- phase diagrams
+def phase_table(runs: pd.DataFrame, spread: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Spread (pp) of each pipeline placed on the axes ``x`` and ``y`` (config columns or ``decay``).
+
+    ``decay`` is ``l2 + weight_decay``; ``spread`` is ``initmem.empirical.memory.spread_table``.
+    One row per (optimizer, x, y) cell: ``spread_pp`` (mean over the pipelines in the cell),
+    ``n_pipelines``, and ``x_name`` / ``y_name``.
+    """
+    configs = runs.drop_duplicates("pipeline").set_index("pipeline")
+    table = spread[["pipeline", "spread_pp"]].join(configs, on="pipeline")
+    table = table.assign(decay=table["l2"] + table["weight_decay"])
+    out = table.groupby(["optimizer", x, y]).agg(
+        spread_pp=("spread_pp", "mean"), n_pipelines=("spread_pp", "size")
+    )
+    return out.reset_index().rename(columns={x: "x", y: "y"}).assign(x_name=x, y_name=y)
+
+
+def phase_boundary(config, x: str, y: str, x_values, y_values, inv_init_sq=np.nan) -> np.ndarray:
+    """Accumulated regularization at the end of a run of ``config`` over the grid ``x`` x ``y``.
+
+    ``x``, ``y`` among ``lr``, ``decay`` (set on ``l2`` if the config uses coupled L2, else on
+    ``weight_decay``) and ``batch_size``; every other setting is ``config``'s. At a fixed schedule
+    explicit decay scales as ``lr * decay`` and the noise terms as ``lr^2``; each batch size (which
+    also sets the steps per epoch) is summed afresh by :func:`~initmem.bridge.predict.unit_increments`.
+    Returns an array of shape (len(y_values), len(x_values)).
+    """
+    for name in (x, y):
+        if name not in ("lr", "decay", "batch_size"):
+            raise ValueError(f"x and y must be among lr, decay, batch_size (got {name!r})")
+    xs, ys = np.meshgrid(np.asarray(x_values, dtype=float), np.asarray(y_values, dtype=float))
+    values = {
+        "lr": np.full(xs.shape, config.lr),
+        "decay": np.full(xs.shape, config.l2 + config.weight_decay),
+        "batch_size": np.full(xs.shape, float(config.batch_size)),
+    }
+    values[x], values[y] = xs, ys
+    on_l2 = config.l2 > 0
+    noise = "adam" if config.optimizer in predict.ADAPTIVE else "sgd_noise"
+    out = np.empty(xs.shape)
+    for batch in np.unique(values["batch_size"]):
+        if batch > config.resolved_train_size:
+            out[values["batch_size"] == batch] = np.nan
+            continue
+        base = dataclasses.replace(
+            config, lr=1.0, l2=float(on_l2), weight_decay=float(not on_l2), batch_size=int(batch)
+        )
+        sums = predict.unit_increments(base, inv_init_sq).sum()
+        mask = values["batch_size"] == batch
+        lr = values["lr"][mask]
+        out[mask] = lr * values["decay"][mask] * sums["explicit"] + lr**2 * sums[noise]
+    return out
+
+
+# ----------------------------------------------------------------------------------- the report
+@dataclass
+class BridgeReport:
+    """Everything the bridge computed for one sweep, as tidy DataFrames (times in optimizer steps).
+
+    ``pipelines`` one row per pipeline (label, settings, measured and predicted times);
+    ``norm_times`` / ``function_times`` measured forgetting times (:mod:`initmem.bridge.measure`);
+    ``predicted`` the law's times per layer; ``identity`` the SGD one-step identity check;
+    ``fit`` (``fit.csv``) one row per fitted relation; ``units`` (``units.csv``) one row per
+    (memory, candidate unit); ``phase`` the spread tables behind the phase diagrams; the curves
+    (``norm_curves``, ``predicted_curves``, ``spread_curves``, ``disagreement_curves``,
+    ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why.
+    """
+
+    runs: pd.DataFrame
+    pipelines: pd.DataFrame
+    norm_times: pd.DataFrame
+    function_times: pd.DataFrame
+    predicted: pd.DataFrame
+    identity: pd.DataFrame
+    fit: pd.DataFrame
+    units: pd.DataFrame
+    phase: dict[str, pd.DataFrame]
+    norm_curves: pd.DataFrame
+    predicted_curves: pd.DataFrame
+    spread_curves: pd.DataFrame
+    disagreement_curves: pd.DataFrame
+    accumulated: pd.DataFrame
+    unit_points: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> list[str]:
+        """Which unit collapses the pipelines, per memory (empty without a unit comparison)."""
+        return unit_verdict(self.units) if not self.units.empty else []
+
+    def identity_max_error(self) -> float:
+        """Largest relative error of the SGD one-step identity over runs and layers (NaN if none)."""
+        return float(self.identity["max_rel_error"].max()) if not self.identity.empty else np.nan
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The tables written by :meth:`save`, by file stem."""
+        out = {
+            "pipelines": self.pipelines,
+            "norm_times": self.norm_times,
+            "function_times": self.function_times,
+            "predicted": self.predicted,
+            "identity": self.identity,
+            "fit": self.fit,
+            "units": self.units,
+        }
+        out.update({f"phase_{name}": table for name, table in self.phase.items()})
+        return out
+
+    def summary(self) -> str:
+        """A short plain-text summary: per-pipeline times, the identity check, fits, the verdict."""
+        lines = [f"bridge: {self.runs['pipeline'].nunique()} pipelines, {len(self.runs)} runs"]
+        if not self.pipelines.empty:
+            lines.append("norm-memory forgetting time (steps; '>' = not forgotten within the run):")
+            for _, row in self.pipelines.iterrows():
+                lines.append(
+                    f"  {row['label']}: measured {_time(row, 'tau_steps', 'forgotten')}, "
+                    f"law {_time(row, 'pred_tau_steps', 'pred_forgotten')}, "
+                    f"accumulated regularization at the end {row['accumulated_end']:.3g}, "
+                    f"spread decay {_time(row, 'spread_tau_steps', 'spread_forgotten')}"
+                )
+        if not self.identity.empty:
+            worst = self.identity_max_error()
+            verdict = "within" if worst <= predict.IDENTITY_TOLERANCE else "NOT within"
+            lines.append(
+                f"SGD one-step identity: max relative error {worst:.2e} over "
+                f"{self.identity['hash'].nunique()} runs x {self.identity['layer'].nunique()} "
+                f"BN-followed convs ({verdict} {predict.IDENTITY_TOLERANCE:.0%})"
+            )
+        main = self.fit[(self.fit["points"] == "all")] if not self.fit.empty else self.fit
+        for _, row in main.iterrows():
+            if row["measured"] in ("norm", "spread") and np.isfinite(row["slope"]):
+                lines.append(
+                    f"fit ln({row['measured']} time) ~ ln({row['predicted']} time): slope "
+                    f"{row['slope']:.2f}, intercept {row['intercept']:.2f}, R^2 {row['r2']:.2f} "
+                    f"(n = {row['n']})"
+                )
+        lines += self.verdict
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def save(self, out_dir: str | Path, *, figures: bool = True) -> list[Path]:
+        """Write every table as CSV and Markdown (``report.md``), and the figures as PNG."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, table in self.tables().items():
+            path = out / f"{name}.csv"
+            table.to_csv(path, index=False)
+            written.append(path)
+        figure_paths = []
+        if figures:
+            from initmem.bridge import plots
+
+            figure_paths = plots.save_figures(self, out)
+            written += figure_paths
+        report = out / "report.md"
+        report.write_text(self.markdown([p.name for p in figure_paths]))
+        written.append(report)
+        return written
+
+    def markdown(self, figures=()) -> str:
+        """The report as Markdown: summary, then each table, then the figures."""
+        parts = [
+            "# Bridge: measured against predicted forgetting",
+            "",
+            "```",
+            self.summary(),
+            "```",
+        ]
+        for name, table in self.tables().items():
+            parts += ["", f"## {name}", "", markdown_table(table)]
+        parts += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+        return "\n".join(parts) + "\n"
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
+    """A pipe table of ``frame`` (floats to ``digits`` significant digits)."""
+    if frame.empty:
+        return "(empty)"
+
+    def cell(value):
+        if isinstance(value, (float, np.floating)):
+            return "–" if np.isnan(value) else f"{value:.{digits}g}"
+        return str(value)
+
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body])
+
+
+def _time(row, column: str, forgotten: str) -> str:
+    value = row.get(column, np.nan)
+    if value is None or not np.isfinite(value):
+        return "–"
+    return f"{value:.3g}" if bool(row.get(forgotten, True)) else f"> {value:.3g}"
+
+
+# ----------------------------------------------------------------------------------- the driver
+def fit(
+    runs: pd.DataFrame, *, n_boot: int = 200, level: float = 0.95, seed: int = 0
+) -> BridgeReport:
+    """Measure, predict and fit forgetting for a sweep's runs (``load_sweep(DIR)``).
+
+    ``n_boot`` bootstrap resamples of seeds for every measured time, ``level`` the interval level,
+    ``seed`` the bootstrap's random seed. Raises :class:`~initmem.bridge.measure.SweepError` when the
+    sweep cannot be measured at all (no finished run, or one alpha per pipeline); what only part of the
+    sweep lacks is skipped and recorded in ``notes``.
+    """
+    notes: list[str] = []
+    runs = measure.prepare_runs(runs)
+    measure.require_alphas(runs)
+    epochs, layers = measure.load_logs(runs)
+    steps_per_epoch = _steps_per_epoch(runs)
+
+    norm_curves = predicted_curves = pd.DataFrame()
+    norm_times = predicted = identity = pd.DataFrame()
+    if layers.empty or "weight_norm" not in layers.columns:
+        notes.append("no per-layer logs: norm memory and the laws are skipped")
+    else:
+        try:
+            norm_curves = measure.norm_memory_curves(runs, layers)
+            norm_times = measure.norm_forgetting_times(
+                norm_curves, n_boot=n_boot, level=level, seed=seed
+            )
+        except SweepError as err:
+            notes.append(f"norm memory skipped: {err}")
+        if "grad_sq_sum" in layers.columns and layers["grad_sq_sum"].notna().any():
+            identity = predict.identity_check(runs, epochs, layers)
+            if identity.empty:
+                notes.append("one-step identity: no SGD run without momentum in the sweep")
+            if not norm_curves.empty:
+                predicted_curves = predict.predicted_memory_curves(runs, layers, norm_curves)
+                predicted = predict.predicted_times(predicted_curves, steps_per_epoch)
+        else:
+            notes.append(
+                "no gradient-norm sums in the logs (track_grad_norms = false): the laws and the "
+                "one-step identity are skipped"
+            )
+
+    spread = measure.spread_curves(runs, epochs)
+    disagreement = measure.disagreement_curves(runs)
+    if disagreement.empty:
+        notes.append("no per-evaluation predictions (save_predictions = false): no disagreement")
+    function_times = measure.function_forgetting_times(
+        runs, epochs, disagreement, n_boot=n_boot, level=level, seed=seed
+    )
+    accumulated = predict.accumulated_units(runs, epochs, layers if not layers.empty else None)
+
+    pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers)
+    fits = _fit_table(pipelines, norm_times, predicted, level)
+    points = _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curves)
+    units = unit_comparison(points)
+    if runs["pipeline"].nunique() < 2:
+        notes.append(
+            "one pipeline: the fits across pipelines and the unit comparison need two or more"
+        )
+    phase = _phase_tables(runs, notes)
+    return BridgeReport(
+        runs=runs,
+        pipelines=pipelines,
+        norm_times=norm_times,
+        function_times=function_times,
+        predicted=predicted,
+        identity=identity,
+        fit=fits,
+        units=units,
+        phase=phase,
+        norm_curves=norm_curves,
+        predicted_curves=predicted_curves,
+        spread_curves=spread,
+        disagreement_curves=disagreement,
+        accumulated=accumulated,
+        unit_points=points,
+        notes=notes,
+    )
+
+
+def summarize(sweep_dir: str | Path, *, n_boot: int = 100) -> str:
+    """The bridge's plain-text summary of a sweep folder (what ``initmem demo`` prints last)."""
+    from initmem.empirical.memory import load_sweep
+
+    try:
+        return fit(load_sweep(sweep_dir), n_boot=n_boot).summary()
+    except SweepError as err:
+        return f"bridge: {err}"
+
+
+def _steps_per_epoch(runs: pd.DataFrame) -> pd.Series:
+    first = runs.drop_duplicates("pipeline")
+    values = [predict.run_config(r).steps_per_epoch for _, r in first.iterrows()]
+    return pd.Series(values, index=first["pipeline"].to_numpy(), dtype=float)
+
+
+def _pipeline_table(runs, norm_times, predicted, function_times, layers) -> pd.DataFrame:
+    """One row per pipeline: its settings, measured and predicted times (steps)."""
+    settings = ["optimizer", "lr", "momentum", "l2", "weight_decay", "batch_size", "epochs"]
+    first = runs.drop_duplicates("pipeline")
+    table = first[["pipeline", "label", *[c for c in settings if c in first]]].copy()
+    table["alphas"] = [
+        ",".join(f"{a:g}" for a in sorted(runs.loc[runs["pipeline"] == p, "alpha"].unique()))
+        for p in table["pipeline"]
+    ]
+    table["total_steps"] = [predict.run_config(r).total_steps for _, r in first.iterrows()]
+    scale = predict.init_scale(runs, layers) if not layers.empty else pd.Series(dtype=float)
+    ends, to_one = [], []
+    for _, row in first.iterrows():
+        config = predict.run_config(row)
+        inv = float(scale.get(row["pipeline"], np.nan))
+        ends.append(float(predict.unit_increments(config, inv)["accumulated"].sum()))
+        to_one.append(predict.steps_to_unit(config, "accumulated", 1.0, inv))
+    table["inv_init_sq_per_coord"] = table["pipeline"].map(scale).astype(float)
+    table["accumulated_end"] = ends
+    table["accumulated_steps_to_1"] = to_one
+    keep = ["tau_steps", "tau_lo_steps", "tau_hi_steps", "tau_fit_steps", "forgotten", "memory_end"]
+    if not norm_times.empty:
+        mean = norm_times[norm_times["layer"] == SCALE_INVARIANT_MEAN].set_index("pipeline")[keep]
+        table = table.join(mean, on="pipeline")
+    if not predicted.empty:
+        law = predicted[predicted["layer"] == SCALE_INVARIANT_MEAN].set_index("pipeline")
+        table = table.join(
+            law[["pred_tau_steps", "pred_tau_fit_steps", "pred_forgotten"]], on="pipeline"
+        )
+    for memory in ("spread", "disagreement"):
+        if function_times.empty:
+            continue
+        part = function_times[function_times["memory"] == memory].set_index("pipeline")
+        part = part[["tau_steps", "tau_fit_steps", "forgotten", "value_start", "value_end"]]
+        table = table.join(part.add_prefix(f"{memory}_"), on="pipeline")
+    return table.reset_index(drop=True)
+
+
+def _fit_table(pipelines, norm_times, predicted, level) -> pd.DataFrame:
+    """One row per (measured memory, predictor, point set): the log-log fit across pipelines."""
+    rows = []
+    per_layer = pd.DataFrame()
+    if not norm_times.empty and not predicted.empty:
+        per_layer = norm_times.merge(predicted, on=["pipeline", "layer"])
+        per_layer = per_layer[per_layer["layer"] != SCALE_INVARIANT_MEAN]
+    for memory in MEMORIES:
+        if memory == "norm per layer":
+            table = per_layer
+            columns = ("tau_steps", "tau_fit_steps", "forgotten")
+        else:
+            table = pipelines
+            prefix = "" if memory == "norm" else f"{memory}_"
+            columns = (f"{prefix}tau_steps", f"{prefix}tau_fit_steps", f"{prefix}forgotten")
+        if table.empty or columns[0] not in table:
+            continue
+        for predictor in PREDICTORS:
+            column = "pred_tau_fit_steps" if predictor == "law" else "accumulated_steps_to_1"
+            if column not in table:
+                continue
+            for points in ("forgotten", "all"):
+                chosen = (
+                    table[table[columns[2]].fillna(False).astype(bool)]
+                    if points == "forgotten"
+                    else table
+                )
+                value = columns[0] if points == "forgotten" else columns[1]
+                result = loglog_fit(chosen[value], chosen[column], level=level)
+                rows.append(
+                    {
+                        "relation": f"ln {memory} time ~ ln {predictor} time",
+                        "measured": memory,
+                        "predicted": predictor,
+                        "points": points,
+                        **result,
+                        "n_not_forgotten": int(
+                            (~table[columns[2]].fillna(False).astype(bool)).sum()
+                        ),
+                        "level": level,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curves) -> pd.DataFrame:
+    """Memory values at each evaluation of each pipeline, beside every candidate unit."""
+    units = accumulated.groupby(["pipeline", "epoch"])[list(predict.UNITS)].mean().reset_index()
+    frames = []
+    if not norm_curves.empty:
+        norm = norm_curves[norm_curves["layer"] == SCALE_INVARIANT_MEAN]
+        norm = norm.groupby(["pipeline", "epoch", "step"])["memory"].mean().rename("value")
+        frames.append(norm.reset_index().assign(memory="norm"))
+    learned = {}
+    acc = measure.accuracy_table(runs, epochs, "val_acc" if "val_acc" in epochs else "test_acc")
+    for pipeline, group in acc.groupby("pipeline"):
+        learned[pipeline] = measure.learned_step(group)
+    after = spread[spread["step"] >= spread["pipeline"].map(learned)]
+    frames.append(
+        after[["pipeline", "epoch", "step", "spread_pp"]]
+        .rename(columns={"spread_pp": "value"})
+        .assign(memory="spread")
+    )
+    points = pd.concat(frames, ignore_index=True).merge(units, on=["pipeline", "epoch"])
+    if not predicted_curves.empty:
+        law = predicted_curves[predicted_curves["layer"] == SCALE_INVARIANT_MEAN]
+        law = law.assign(theory=-np.log(np.clip(law["memory"].to_numpy(dtype=float), 1e-12, None)))
+        points = points.merge(
+            law[["pipeline", "step", "theory"]], on=["pipeline", "step"], how="left"
+        )
+    return points
+
+
+def _phase_tables(runs: pd.DataFrame, notes: list[str]) -> dict[str, pd.DataFrame]:
+    from initmem.empirical.memory import spread_table
+
+    spread = spread_table(runs, n_boot=1, with_disagreement=False)
+    configs = runs.drop_duplicates("pipeline")
+    decay = configs["l2"] + configs["weight_decay"]
+    out = {}
+    for name, (x, y), values in (
+        ("lr_decay", ("lr", "decay"), (configs["lr"], decay)),
+        ("lr_batch_size", ("lr", "batch_size"), (configs["lr"], configs["batch_size"])),
+    ):
+        if values[0].nunique() < 2 or values[1].nunique() < 2:
+            notes.append(
+                f"phase diagram {x} x {y} skipped: the sweep has {values[0].nunique()} value(s) of "
+                f"{x} and {values[1].nunique()} of {y} (two or more of each needed)"
+            )
+            continue
+        out[name] = phase_table(runs, spread, x, y)
+    return out
+
+
+__all__ = [
+    "BridgeReport",
+    "fit",
+    "isotonic_fit",
+    "loglog_fit",
+    "markdown_table",
+    "phase_boundary",
+    "phase_table",
+    "stretched_exponential_fit",
+    "summarize",
+    "unit_comparison",
+    "unit_verdict",
+]

@@ -1,0 +1,162 @@
+"""Every mechanism's forgetting time for a pipeline, against simulation (synthetic BN weight, float64)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from initmem.theory.forgetting import MECHANISMS, Pipeline, predict_forgetting
+from initmem.theory.normalized_sim import ScaleInvariantLoss, first_time_below, simulate_norms
+from initmem.theory.schedule import lr_multipliers
+
+DIM = 256
+NOISE = ScaleInvariantLoss(dim=DIM, noise_sq=1.0)
+# one synthetic group of DIM coordinates with |w_0|^2 = 1 and |g_hat|^2 = 1 per step
+GROUP = {"fan_ins": [DIM], "init_sq_per_coord": 1.0 / DIM, "grad_sq_unit": 1.0}
+
+
+def row(report, name):
+    return report.table.set_index("mechanism").loc[name]
+
+
+@pytest.mark.parametrize(
+    "pipeline,sim_kwargs",
+    [
+        (Pipeline(lr=0.02, l2=0.0125), {"l2": 0.0125}),
+        (
+            Pipeline(lr=0.002, momentum=0.9, weight_decay=0.25),
+            {"momentum": 0.9, "weight_decay": 0.25},
+        ),
+        (
+            Pipeline(optimizer="adamw", lr=3e-3, weight_decay=0.1, beta2=0.99),
+            {"optimizer": "adamw", "weight_decay": 0.1, "betas": (0.9, 0.99)},
+        ),
+    ],
+)
+def test_pipeline_time_against_simulation(pipeline, sim_kwargs):
+    alphas = [1.0, 3.0, 0.3]
+    traj = simulate_norms(
+        NOISE, lr=pipeline.lr, steps=7000, alphas=alphas, record_every=10, **sim_kwargs
+    )
+    ratios = traj.log_ratio()
+    for i, alpha in enumerate(alphas[1:], start=1):
+        report = predict_forgetting(pipeline, alpha, **GROUP)
+        measured = first_time_below(traj.steps, ratios[i], 0.1)
+        assert report.steps == pytest.approx(measured, rel=0.10)
+
+
+def test_memory_left_at_end_of_a_scheduled_run():
+    steps, lr, l2, alpha = 3000, 0.02, 0.01, 3.0
+    mults = lr_multipliers(steps, 100, "cosine", warmup_epochs=1)
+    pipeline = Pipeline(lr=lr, l2=l2, total_steps=steps, steps_per_epoch=100, lr_multipliers=mults)
+    report = predict_forgetting(pipeline, alpha, **GROUP)
+    traj = simulate_norms(
+        NOISE,
+        lr=lr,
+        steps=steps,
+        alphas=[1.0, alpha],
+        l2=l2,
+        lr_multipliers=mults,
+        record_every=steps,
+    )
+    measured = abs(traj.log_ratio()[1, -1]) / (2 * math.log(alpha))
+    left = row(report, "pipeline").memory_left
+    assert 0.05 < measured < 0.95  # the run ends part-way: a real test of the schedule
+    assert left == pytest.approx(measured, rel=0.10)
+    assert report.accumulated["explicit"] == pytest.approx(float(np.sum(lr * mults * l2)))
+    assert report.epochs == pytest.approx(report.steps / 100)
+
+
+def test_dominant_mechanism_and_limits():
+    # plain SGD: only the noise drift forgets, and the pipeline time is its time
+    plain = predict_forgetting(Pipeline(lr=1e-3), 4.0, **GROUP)
+    assert plain.dominant == "sgd_noise"
+    assert plain.steps == pytest.approx(row(plain, "sgd_noise").steps)
+    assert math.isinf(row(plain, "gradient_flow").steps)
+    assert math.isinf(row(plain, "linear_decay").steps)  # null space kept forever
+
+    # decay much slower than the drift: still the drift, pipeline time ~ T_noise
+    weak = predict_forgetting(Pipeline(lr=1e-2, l2=1e-9), 4.0, **GROUP)
+    assert weak.dominant == "sgd_noise"
+    assert weak.steps == pytest.approx(row(weak, "sgd_noise").steps, rel=1e-2)
+
+    # strong decay: explicit decay dominates and the time is ~ tau ln(T_noise / tau)
+    strong = predict_forgetting(Pipeline(lr=1e-2, l2=1e-2), 4.0, **GROUP)
+    assert strong.dominant == "explicit_decay"
+    tau, t_noise = row(strong, "explicit_decay").steps, row(strong, "sgd_noise").steps
+    assert strong.steps == pytest.approx(tau * math.log(t_noise / tau), rel=0.10)
+    assert strong.steps < t_noise
+
+    adam = predict_forgetting(Pipeline(optimizer="adam", lr=1e-3), 4.0, **GROUP)
+    assert adam.dominant == "adaptive"
+    assert not row(adam, "sgd_noise").acts
+    adamw = predict_forgetting(Pipeline(optimizer="adamw", lr=1e-3, weight_decay=1.0), 4.0, **GROUP)
+    assert adamw.dominant == "explicit_decay"
+    assert row(adamw, "explicit_decay").steps == pytest.approx(1 / (2e-3), rel=1e-3)
+
+
+def test_slowest_layer_sets_the_time():
+    """Adam's time ~ alpha^2 |w_0|^2 / (lr^2 fan_in): with torch's init (1/3 per filter) the
+    smallest fan-in is slowest, and each mechanism reports the slowest layer."""
+    report = predict_forgetting(Pipeline(optimizer="adam", lr=1e-3), 4.0, fan_ins=[27, 576, 4608])
+    per_layer = report.layers[report.layers.mechanism == "adaptive"].set_index("fan_in").steps
+    assert per_layer[27] > per_layer[576] > per_layer[4608]
+    assert row(report, "adaptive").steps == per_layer[27]
+
+    # lag-free limit T ~ K / (lr^2 d), K = |w0|^2 (alpha^2 - e^tol) / (e^tol - 1): reached where
+    # lr^2 d / (1 - beta2) << |w0|^2 (fan-in 27); v's lag slows the big layers' growth.
+    def limit(fan_in):
+        return (1 / 3) * (16 - math.exp(0.1)) / (math.exp(0.1) - 1) / (1e-6 * fan_in)
+
+    assert per_layer[27] == pytest.approx(limit(27), rel=0.10)
+    assert per_layer[4608] > 2 * limit(4608)
+
+
+def test_linear_decay_row_against_null_space_simulation():
+    """GD + L2 on least squares with d > n: the alpha-part of the null-space component shrinks to tol."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((5, 12)), rng.standard_normal(5)
+    w0 = rng.standard_normal(12)
+    lr, l2, alpha, tol = 0.05, 0.02, 3.0, 0.1
+    report = predict_forgetting(Pipeline(lr=lr, l2=l2), alpha, tol=tol, **GROUP)
+    steps = row(report, "linear_decay").steps
+    _, _, vt = np.linalg.svd(X)
+    null = vt[5:].T @ vt[5:]
+
+    def train(w, n_steps):
+        for _ in range(n_steps):
+            w = w - lr * (X.T @ (X @ w - y) / len(y) + l2 * w)
+        return w
+
+    n = math.ceil(steps)
+    gap = null @ (train(alpha * w0, n) - train(w0, n))
+    assert np.linalg.norm(gap) <= tol * np.linalg.norm(null @ w0) * (1 + 1e-9)
+    gap_before = null @ (train(alpha * w0, n - 1) - train(w0, n - 1))
+    assert np.linalg.norm(gap_before) > tol * np.linalg.norm(null @ w0)
+
+
+def test_report_is_strict_json():
+    pipeline = Pipeline(optimizer="adam", lr=1e-3, l2=5e-4, total_steps=500, steps_per_epoch=50)
+    report = predict_forgetting(pipeline, 2.0, fan_ins=[576])
+    text = json.dumps(report.to_dict(), allow_nan=False)
+    back = json.loads(text)
+    assert [m["mechanism"] for m in back["mechanisms"]] == list(MECHANISMS)
+    assert back["dominant"] in {"sgd_noise", "explicit_decay", "adaptive", "none"}
+    assert back["mechanisms"][0]["steps"] == "inf"
+
+
+@pytest.mark.parametrize(
+    "call,name",
+    [
+        (lambda: Pipeline(optimizer="lbfgs"), "optimizer"),
+        (lambda: Pipeline(lr=0.0), "lr"),
+        (lambda: Pipeline(weight_decay=-1.0), "weight_decay"),
+        (lambda: Pipeline(total_steps=10, lr_multipliers=np.ones(9)), "lr_multipliers"),
+        (lambda: predict_forgetting(Pipeline(), 0.0), "alpha"),
+        (lambda: predict_forgetting(Pipeline(), 2.0, fan_ins=[0]), "fan_ins"),
+        (lambda: predict_forgetting(Pipeline(lr=10.0, l2=1.0), 2.0), "lr"),
+    ],
+)
+def test_bad_inputs_name_the_argument(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()

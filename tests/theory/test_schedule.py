@@ -1,0 +1,108 @@
+"""Accumulated regularization: the paper's figures, closed-form sums, and the unit of SGD forgetting."""
+
+import math
+
+import numpy as np
+import pytest
+from initmem.theory.normalized_sim import ScaleInvariantLoss, simulate_norms
+from initmem.theory.schedule import accumulated_regularization, lr_multipliers
+
+STEPS_PER_EPOCH = 40_000 // 128  # the paper's 40,000 training images, batch 128
+
+
+@pytest.mark.parametrize(
+    "lr,decay,epochs,key,expected,rel",
+    [
+        (1e-3, 0.0, 300, "sgd_noise", 7.3e-4, 5e-3),
+        (1e-3, 0.0, 5000, "sgd_noise", 1.2e-2, 2e-2),
+        (1e-2, 1e-2, 300, "explicit", 9.4, 5e-3),
+    ],
+)
+def test_paper_figures(lr, decay, epochs, key, expected, rel):
+    steps = epochs * STEPS_PER_EPOCH
+    acc = accumulated_regularization(np.full(steps, lr), decay, 128)
+    assert acc[key] == pytest.approx(expected, rel=rel)
+    assert acc["steps"] == steps
+    assert acc["adam"] == pytest.approx(lr**2 * steps)
+
+
+def test_cosine_sums_match_integrals():
+    """sum of cos-schedule lr and lr^2 against the integrals T/2 and 3T/8 (relative error ~ 1/T)."""
+    steps, lr, decay, batch = 20_000, 0.1, 5e-4, 64
+    lrs = lr * lr_multipliers(steps, 100, "cosine")
+    acc = accumulated_regularization(lrs, np.full(steps, decay), batch)
+    assert acc["explicit"] == pytest.approx(lr * decay * steps / 2, rel=1e-3)
+    assert acc["sgd_noise"] == pytest.approx(lr**2 * 3 * steps / 8 / batch, rel=1e-3)
+
+
+def test_explicit_is_the_log_contraction():
+    """prod (1 - lr_t lambda) = exp(-explicit) up to the second-order sum of (lr_t lambda)^2 / 2."""
+    lrs = 0.05 * lr_multipliers(3000, 300, "step", step_milestones=(4, 8), step_gamma=0.2)
+    acc = accumulated_regularization(lrs, 0.01, 128)
+    log_product = float(np.sum(np.log1p(-lrs * 0.01)))
+    second_order = float(np.sum((lrs * 0.01) ** 2)) / 2
+    assert -log_product == pytest.approx(acc["explicit"] + second_order, rel=1e-6)
+
+
+def test_sgd_noise_is_the_unit_of_norm_drift():
+    """SGD on a scale-invariant weight with batch-b noise: |w|^4 grows by 2 s * sgd_noise."""
+    per_example, batch = 4.0, 16
+    loss = ScaleInvariantLoss(dim=200, noise_sq=per_example / batch)
+    mults = lr_multipliers(3000, 100, "step", step_milestones=(10, 20), step_gamma=0.3)
+    traj = simulate_norms(loss, lr=0.05, steps=3000, lr_multipliers=mults, record_every=3000)
+    acc = accumulated_regularization(0.05 * mults, 0.0, batch)
+    growth = traj.norm_sq[0, -1] ** 2 - traj.norm_sq[0, 0] ** 2
+    assert growth == pytest.approx(2 * per_example * acc["sgd_noise"], rel=0.05)
+
+
+def test_lr_multipliers_match_the_trainer():
+    config_mod = pytest.importorskip("initmem.empirical.config")
+    optim = pytest.importorskip("initmem.empirical.optim")
+    for schedule, extra in [
+        ("constant", {}),
+        ("cosine", {"warmup_epochs": 1.5}),
+        ("step", {"step_milestones": (2, 3), "step_gamma": 0.5, "warmup_epochs": 0.5}),
+    ]:
+        cfg = config_mod.RunConfig(
+            dataset="cifar10-fixture",
+            val_size=4,
+            batch_size=2,
+            epochs=4,
+            schedule=schedule,
+            **extra,
+        ).validate()
+        ours = lr_multipliers(
+            cfg.total_steps,
+            cfg.steps_per_epoch,
+            schedule,
+            warmup_epochs=cfg.warmup_epochs,
+            step_milestones=cfg.step_milestones,
+            step_gamma=cfg.step_gamma,
+        )
+        theirs = [optim.lr_factor(t, cfg) for t in range(cfg.total_steps)]
+        np.testing.assert_allclose(ours, theirs, rtol=1e-15)
+
+
+def test_warmup_shape():
+    mults = lr_multipliers(100, 10, "constant", warmup_epochs=2)
+    np.testing.assert_allclose(mults[:20], (np.arange(20) + 1) / 20)
+    assert np.all(mults[20:] == 1.0)
+    assert math.isclose(lr_multipliers(10, 5, "cosine")[0], 1.0)
+
+
+@pytest.mark.parametrize(
+    "call,name",
+    [
+        (lambda: accumulated_regularization([0.1, -0.1], 0.0, 8), "lrs"),
+        (lambda: accumulated_regularization([0.1, 0.1], [0.0, 0.1, 0.2], 8), "weight_decays"),
+        (lambda: accumulated_regularization([0.1, 0.1], -1.0, 8), "weight_decays"),
+        (lambda: accumulated_regularization([[0.1]], 0.0, 8), "lrs"),
+        (lambda: accumulated_regularization([0.1], 0.0, 0), "batch_size"),
+        (lambda: lr_multipliers(10, 2, "linear"), "schedule"),
+        (lambda: lr_multipliers(0, 2), "total_steps"),
+        (lambda: lr_multipliers(10, 2, warmup_epochs=-1), "warmup_epochs"),
+    ],
+)
+def test_bad_inputs_name_the_argument(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
