@@ -25,6 +25,7 @@ RESULT_KEYS = (
     "ratio",
     "target",
     "met",
+    "better",
     "measured",
     "note",
     "context",
@@ -38,8 +39,9 @@ class BenchResult:
     ``figures``: the measured numbers (units in the key names: ``_img_per_s``, ``_s``, ``_mib``,
     ``_flop_per_s``), medians unless the name says otherwise, plus ``repeats``. ``ratio``: the figure the
     target is about (ours over theirs unless the description says otherwise). ``target``: the ratio's
-    lower bound we aim for (None: informational, no target set by the issue). ``met``: ratio >= target
-    (None when there is no target or nothing was measured). ``measured``: False when the benchmark
+    bound we aim for (None: informational, no target set by the issue). ``better``: "higher" (the
+    target is a lower bound: met when ratio >= target) or "lower" (an upper bound: met when
+    ratio <= target). ``met``: None when there is no target or nothing was measured. ``measured``: False when the benchmark
     could not run here (e.g. the GPU benchmark on a CPU machine). ``context``: the machine, the
     library versions and the load average around the measurement (filled in by the runner).
     """
@@ -49,14 +51,22 @@ class BenchResult:
     figures: dict[str, Any] = field(default_factory=dict)
     ratio: float | None = None
     target: float | None = None
+    better: str = "higher"
     measured: bool = True
     note: str = ""
     context: dict[str, Any] = field(default_factory=dict)
     met: bool | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        if self.better not in ("higher", "lower"):
+            raise ValueError(f"better must be 'higher' or 'lower' (got {self.better!r})")
         ok = self.measured and self.ratio is not None and math.isfinite(self.ratio)
-        self.met = bool(self.ratio >= self.target) if ok and self.target is not None else None
+        if not ok or self.target is None:
+            self.met = None
+        elif self.better == "higher":
+            self.met = bool(self.ratio >= self.target)
+        else:
+            self.met = bool(self.ratio <= self.target)
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
@@ -142,7 +152,8 @@ def format_table(results: list[BenchResult]) -> str:
         ratio = "n/a" if r.ratio is None else f"{r.ratio:.3g}"
         if not r.measured:
             ratio = "not measured"
-        target = "-" if r.target is None else f">= {r.target:g}"
+        bound = ">=" if r.better == "higher" else "<="
+        target = "-" if r.target is None else f"{bound} {r.target:g}"
         met = {True: "yes", False: "NO", None: "-"}[r.met]
         rows.append((r.name, ratio, target, met))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

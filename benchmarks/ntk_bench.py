@@ -82,7 +82,6 @@ def peak_rss_since_reset_mib() -> float:
 def child_torch(sizes: Sizes, workdir: Path) -> dict:
     """Ours, in a fresh process: times, peak memory; writes the kernel to ``workdir/ours.npy``."""
     import torch
-
     from initmem.theory.kernels import ReLUMLP, empirical_ntk
 
     torch.manual_seed(sizes.seed)
@@ -109,14 +108,15 @@ def child_jax(sizes: Sizes, workdir: Path) -> dict:
     import jax
     import neural_tangents as nt
     import torch
-
     from initmem.theory.kernels import ReLUMLP, relu_mlp_stax
 
     mlp = ReLUMLP(
         sizes.in_dim, sizes.width, sizes.depth, sizes.out_dim, seed=sizes.seed, dtype=torch.float32
     )
     params = jax.tree_util.tree_map(
-        lambda a: jax.numpy.asarray(a, dtype=jax.numpy.float32), mlp.stax_params(), is_leaf=_is_array
+        lambda a: jax.numpy.asarray(a, dtype=jax.numpy.float32),
+        mlp.stax_params(),
+        is_leaf=_is_array,
     )
     _, apply_fn, _ = relu_mlp_stax(sizes.depth, width=sizes.width, out_dim=sizes.out_dim)
     x = jax.numpy.asarray(np.load(workdir / "x.npy"), dtype=jax.numpy.float32)

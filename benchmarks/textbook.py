@@ -41,7 +41,9 @@ class ArrayCIFAR(VisionDataset):
     def __init__(self, images: np.ndarray, labels: np.ndarray, transform=None):
         super().__init__(root="", transform=transform)
         if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
-            raise ValueError(f"images must be uint8 (n, H, W, 3) (got {images.dtype} {images.shape})")
+            raise ValueError(
+                f"images must be uint8 (n, H, W, 3) (got {images.dtype} {images.shape})"
+            )
         if len(images) != len(labels):
             raise ValueError(f"labels must match images ({len(labels)} != {len(images)})")
         self.data = images
@@ -74,6 +76,7 @@ class TextbookPipeline:
 
     ``images_nchw``: uint8 ``(n, 3, 32, 32)``, the same images the toolkit trains on. Workers are
     persistent, so after the first epoch no epoch pays the worker start-up (generous to this side).
+    On a GPU (``device``, where ``model`` must already be) each batch is copied over with ``.to``.
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class TextbookPipeline:
         lr: float = 1e-3,
         momentum: float = 0.9,
         seed: int = 0,
+        device: str | torch.device = "cpu",
     ):
         dataset = ArrayCIFAR(
             np.ascontiguousarray(images_nchw.transpose(0, 2, 3, 1)), labels, train_transform()
@@ -104,11 +108,13 @@ class TextbookPipeline:
         self.criterion = nn.CrossEntropyLoss()
         self.optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
         self.batch_size = batch_size
+        self.device = torch.device(device)
 
     def train_epoch(self) -> int:
         """One pass over the data; returns the number of images trained on."""
         seen = 0
         for images, labels in self.loader:
+            images, labels = images.to(self.device), labels.to(self.device)
             self.optimizer.zero_grad()
             loss = self.criterion(self.model(images), labels)
             loss.backward()

@@ -111,7 +111,11 @@ def plot_collapse(report, path: Path) -> bool:
         part = points[points["memory"] == memory]
         for col, unit in enumerate(("epochs", "accumulated")):
             ax = axes[row, col]
-            for pipeline, group in part.groupby("pipeline", sort=False):
+            if unit != "epochs":
+                part_unit = part[part[unit] > 0]  # a log axis: the init (u = 0) is left out
+            else:
+                part_unit = part
+            for pipeline, group in part_unit.groupby("pipeline", sort=False):
                 group = group.sort_values(unit)
                 ax.plot(
                     group[unit],
@@ -121,10 +125,8 @@ def plot_collapse(report, path: Path) -> bool:
                     color=colors[pipeline],
                     label=labels.get(pipeline, pipeline),
                 )
-            if unit == "accumulated":
-                positive = part[unit][part[unit] > 0]
-                if not positive.empty:
-                    ax.set_xscale("log")
+            if unit != "epochs" and not part_unit.empty:
+                ax.set_xscale("log")
             score = r2.get((memory, unit), np.nan) if len(r2) else np.nan
             ax.set_title(f"{memory} memory vs {unit} (R^2 = {score:.2f})")
             ax.set_xlabel(predict.UNIT_DEFINITIONS[unit])
@@ -273,6 +275,9 @@ def plot_phase(report, table: pd.DataFrame, path: Path) -> bool:
         fig.colorbar(image, ax=ax, label="test-accuracy spread (pp)")
         first = report.runs[report.runs["optimizer"] == optimizer].iloc[0]
         inv = float(pipelines["inv_init_sq_per_coord"].get(first["pipeline"], np.nan))
+        if min(len(xs), len(ys)) < 2:  # one row or column: no boundary to draw
+            ax.set_title(f"{optimizer}: spread", fontsize=9)
+            continue
         x_grid = _fine_grid(xs, x_name)
         y_grid = _fine_grid(ys, y_name)
         values = phase_boundary(predict.run_config(first), x_name, y_name, x_grid, y_grid, inv)

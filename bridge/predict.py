@@ -130,17 +130,18 @@ def init_scale(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.Series:
     slope above 1 (2 if scaled, 0 if ``alpha_groups`` leaves it alone).
     """
     init = _init_norms(runs, layers)
-    init = init[init["scale_invariant"]]
     per_layer = (init["numel"] / init["norm_sq_at_1"]).groupby([init["pipeline"], init["layer"]])
     return per_layer.mean().groupby(level="pipeline").mean().rename("inv_init_sq_per_coord")
 
 
 def _init_norms(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
-    """Epoch-0 rows of every layer with ``scaled`` and ``norm_sq_at_1`` (|w_0|^2 at alpha = 1)."""
+    """Epoch-0 rows of the scale-invariant layers with ``scaled`` and ``norm_sq_at_1`` (|w_0|^2 at
+    alpha = 1)."""
     first = layers[layers["epoch"] == layers.groupby("hash")["epoch"].transform("min")]
+    first = first[first["scale_invariant"].astype(bool) & (first["weight_norm"] > 0)]
     first = first.merge(runs[["hash", "pipeline", "alpha"]], on="hash")
     first = first.assign(
-        scale_invariant=first["scale_invariant"].astype(bool),
+        scale_invariant=True,
         log_norm_sq=2.0 * np.log(first["weight_norm"]),
         log_alpha=np.log(first["alpha"]),
     )

@@ -102,18 +102,25 @@ def run_local(
                         yield record_failure(task, f"{type(err).__name__}: {err}")
             for future, task in in_flight.items():  # a broken pool fails every run in flight
                 future.cancel()
-                yield record_failure(task, "worker process died abruptly (killed, or out of memory)")
+                yield record_failure(
+                    task, "worker process died abruptly (killed, or out of memory)"
+                )
             in_flight.clear()
         finally:
             pool.shutdown(wait=not broken, cancel_futures=True)
             slots.close()
 
 
+def gpu_for_slot(slot: int, gpus: list[str], runs_per_gpu: int) -> str:
+    """The GPU of worker ``slot``: slots 0..k-1 on the first GPU, k..2k-1 on the second (k = runs_per_gpu)."""
+    return gpus[(slot // runs_per_gpu) % len(gpus)]
+
+
 def _init_worker(slots: Any, gpus: list[str], runs_per_gpu: int, threads: int, parent: int) -> None:
     """Pin the worker to a GPU and a thread count before torch is imported; die with the driver."""
     slot = slots.get()
     if gpus:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[(slot // runs_per_gpu) % len(gpus)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu_for_slot(slot, gpus, runs_per_gpu)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     with contextlib.suppress(OSError, AttributeError):
@@ -252,4 +259,4 @@ def run_ray(
             ray.shutdown()
 
 
-__all__ = ["get_backend", "run_local", "run_ray", "run_submitit", "visible_gpus"]
+__all__ = ["get_backend", "gpu_for_slot", "run_local", "run_ray", "run_submitit", "visible_gpus"]

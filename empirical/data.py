@@ -128,11 +128,12 @@ class DataSplits:
 
 # ---------------------------------------------------------------------------------- the entry point
 def load_splits(
-    config: RunConfig, device: str | torch.device = "cpu", *, download: bool = True
+    config: RunConfig, device: str | torch.device = "cpu", *, download: bool | None = None
 ) -> DataSplits:
     """The train/validation/test splits that ``config`` asks for, as tensors on ``device``.
 
-    ``download``: let torchvision fetch a missing data set (only tried after every local place).
+    ``download``: let torchvision fetch a missing data set (only tried after every local place);
+    None: yes, unless the environment sets ``INITMEM_OFFLINE=1``.
     Raises :class:`DataNotFoundError` when no copy is found.
     """
     pool_x, pool_y, test_x, test_y, source = _read_pools(config, download=download)
@@ -151,7 +152,7 @@ def load_splits(
     def to_split(images: np.ndarray, labels: np.ndarray, idx: torch.Tensor) -> ImageSplit:
         picked = torch.from_numpy(images[idx.numpy()])
         return ImageSplit(
-            images=normalize(picked, mean, std).to(device),
+            images=normalize(picked.to(device), mean, std),
             labels=torch.from_numpy(labels[idx.numpy()].astype(np.int64)).to(device),
             indices=idx,
         )
@@ -168,7 +169,7 @@ def load_splits(
     )
 
 
-def _read_pools(config: RunConfig, *, download: bool):
+def _read_pools(config: RunConfig, *, download: bool | None):
     """(train pool images, labels, test images, labels, source text); images uint8 (n, 3, 32, 32)."""
     if config.dataset == "cifar10":
         root = find_cifar10(config.data_dir, download=download)
@@ -176,7 +177,7 @@ def _read_pools(config: RunConfig, *, download: bool):
     if config.dataset == "cifar10-fixture":
         root = Path(config.data_dir) if config.data_dir else default_cache_dir()
         folder = root / "cifar10-fixture" / CIFAR10_FOLDER
-        if not (folder / "test_batch").is_file():
+        if not (folder / "batches.meta").is_file():  # the file the writer writes last
             write_cifar10_fixture(root / "cifar10-fixture")
         return (*read_cifar10(folder), str(folder))
     if config.dataset == "fashion-mnist":
@@ -185,6 +186,13 @@ def _read_pools(config: RunConfig, *, download: bool):
     if config.dataset == "synthetic":
         return (*synthetic_pools(config), f"synthetic (split_seed={config.split_seed})")
     raise ValueError(f"dataset must be one of {list(DATASETS)} (got {config.dataset!r})")
+
+
+def downloads_allowed(download: bool | None) -> bool:
+    """``download`` if given, else True unless the environment sets ``INITMEM_OFFLINE=1``."""
+    if download is not None:
+        return download
+    return os.environ.get("INITMEM_OFFLINE", "").lower() not in ("1", "true", "yes")
 
 
 def default_cache_dir() -> Path:
@@ -246,8 +254,8 @@ def channel_stats(images: np.ndarray) -> tuple[tuple[float, ...], tuple[float, .
 
 def normalize(images: torch.Tensor, mean, std) -> torch.Tensor:
     """uint8 ``(n, 3, H, W)`` -> float32 ``(x / 255 - mean) / std`` per channel."""
-    m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    m = torch.tensor(mean, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
     return ((images.float() / 255.0) - m) / s
 
 
@@ -276,7 +284,7 @@ def augment_batch(
 
 
 # ---------------------------------------------------------------------------------- CIFAR-10
-def find_cifar10(data_dir: str | Path | None = None, *, download: bool = True) -> Path:
+def find_cifar10(data_dir: str | Path | None = None, *, download: bool | None = None) -> Path:
     """The ``cifar-10-batches-py`` folder to read: under ``data_dir`` (or ``data_dir`` itself), else the
     cache dir; else torchvision's download into ``data_dir`` (or the cache dir). Raises
     :class:`DataNotFoundError` naming every place looked at."""
@@ -289,16 +297,18 @@ def find_cifar10(data_dir: str | Path | None = None, *, download: bool = True) -
         if all((folder / name).is_file() for name in (*CIFAR10_TRAIN_FILES, "test_batch")):
             return folder
     target = roots[0]
-    if download:
+    if downloads_allowed(download):
         try:
             import torchvision
 
             torchvision.datasets.CIFAR10(str(target), train=True, download=True)
             return target / CIFAR10_FOLDER
-        except Exception as err:  # offline, refused, disk full: report below with the places we looked
+        except (
+            Exception
+        ) as err:  # offline, refused, disk full: report below with the places we looked
             failure = f"torchvision's download into {target} failed ({err})"
     else:
-        failure = "download not attempted (download=False)"
+        failure = "download not attempted (offline: download=False or INITMEM_OFFLINE=1)"
     looked = ", ".join(str(p) for p in candidates)
     raise DataNotFoundError(
         f"CIFAR-10 not found. Looked for {CIFAR10_FOLDER}/ (data_batch_1..5, test_batch) in: {looked}; "
@@ -388,7 +398,10 @@ def foolbox_cifar10_images() -> tuple[np.ndarray, np.ndarray]:
     if not found:
         raise DataNotFoundError(f"no cifar10_<index>_<label>.png images in {folder}")
     images = np.stack(
-        [np.asarray(Image.open(p).convert("RGB"), dtype=np.uint8).transpose(2, 0, 1) for *_, p in found]
+        [
+            np.asarray(Image.open(p).convert("RGB"), dtype=np.uint8).transpose(2, 0, 1)
+            for *_, p in found
+        ]
     )
     labels = np.array([label for _, label, _ in found], dtype=np.uint8)
     return images, labels
@@ -400,7 +413,7 @@ def write_cifar10_fixture(root: str | Path, images_per_batch: int = 4) -> Path:
     ``data_batch_1..5`` hold consecutive groups of ``images_per_batch`` images (all 20 across the five
     files by default), ``test_batch`` holds all 20, ``batches.meta`` the class names. Each batch is a
     pickled dict with ``b'data'`` (uint8, n x 3072, channel-major), ``b'labels'``, ``b'batch_label'`` and
-    ``b'filenames'``, as in the official files. Returns the folder.
+    ``b'filenames'``, as in the official files; ``batches.meta`` is written last. Returns the folder.
     """
     images, labels = foolbox_cifar10_images()
     folder = Path(root) / CIFAR10_FOLDER
@@ -429,7 +442,7 @@ def write_cifar10_fixture(root: str | Path, images_per_batch: int = 4) -> Path:
 
 
 def _write_pickle(path: Path, obj) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # workers may build one fixture at once
     with tmp.open("wb") as fh:
         pickle.dump(obj, fh, protocol=2)
     os.replace(tmp, path)
@@ -444,7 +457,7 @@ FASHION_MNIST_FILES = {
 }
 
 
-def find_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = True) -> Path:
+def find_fashion_mnist(data_dir: str | Path | None = None, *, download: bool | None = None) -> Path:
     """The folder holding Fashion-MNIST's four IDX files (plain or ``.gz``): ``data_dir`` (or its
     ``FashionMNIST/raw``), the Debian package's folder, the cache dir; else torchvision's download."""
     roots = [Path(data_dir).expanduser()] if data_dir else []
@@ -456,7 +469,7 @@ def find_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = T
         if all(_idx_path(folder, name) is not None for name in FASHION_MNIST_FILES.values()):
             return folder
     target = Path(data_dir).expanduser() if data_dir else default_cache_dir()
-    if download:
+    if downloads_allowed(download):
         try:
             import torchvision
 
@@ -466,7 +479,7 @@ def find_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = T
         except Exception as err:  # offline or refused: report below with the places we looked
             failure = f"torchvision's download into {target} failed ({str(err).splitlines()[0]})"
     else:
-        failure = "download not attempted (download=False)"
+        failure = "download not attempted (offline: download=False or INITMEM_OFFLINE=1)"
     looked = ", ".join(str(p) for p in candidates)
     raise DataNotFoundError(
         f"Fashion-MNIST not found. Looked for {', '.join(FASHION_MNIST_FILES.values())} (.gz or plain) "
@@ -558,6 +571,7 @@ __all__ = [
     "augment_batch",
     "channel_stats",
     "default_cache_dir",
+    "downloads_allowed",
     "find_cifar10",
     "find_fashion_mnist",
     "foolbox_cifar10_images",

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from initmem.empirical.config import NON_HASHED_FIELDS, RunConfig, config_hash
 from initmem.empirical.sweep import read_manifest, read_result, run_state
 
@@ -121,7 +120,9 @@ def load_epochs(runs: pd.DataFrame) -> pd.DataFrame:
         frame = _read_parquet(Path(run_dir) / "metrics.parquet")
         if frame is None:
             records = _read_log(Path(run_dir) / "log.jsonl")
-            scalars = [{k: v for k, v in r.items() if not isinstance(v, (dict, list))} for r in records]
+            scalars = [
+                {k: v for k, v in r.items() if not isinstance(v, (dict, list))} for r in records
+            ]
             frame = pd.DataFrame(scalars) if scalars else None
         if frame is not None and not frame.empty:
             frames.append(frame.assign(hash=hash_))
@@ -265,7 +266,9 @@ def disagreement_table(runs: pd.DataFrame) -> pd.DataFrame:
     predictions = _best_predictions(finished_runs(runs))
     rows = []
     for pipeline, group in predictions.groupby("pipeline", sort=False):
-        by_alpha = {a: dict(zip(g["seed"], g["pred"], strict=True)) for a, g in group.groupby("alpha")}
+        by_alpha = {
+            a: dict(zip(g["seed"], g["pred"], strict=True)) for a, g in group.groupby("alpha")
+        }
         for alpha_a, alpha_b in itertools.combinations(sorted(by_alpha), 2):
             seeds = sorted(set(by_alpha[alpha_a]) & set(by_alpha[alpha_b]))
             if not seeds:

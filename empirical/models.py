@@ -59,7 +59,9 @@ class ConvBN(nn.Sequential):
     The conv weight is scale-invariant in train mode: BatchNorm divides out its norm.
     """
 
-    def __init__(self, c_in: int, c_out: int, *, kernel: int = 3, stride: int = 1, relu: bool = True):
+    def __init__(
+        self, c_in: int, c_out: int, *, kernel: int = 3, stride: int = 1, relu: bool = True
+    ):
         layers = [
             ("conv", nn.Conv2d(c_in, c_out, kernel, stride, padding=kernel // 2, bias=False)),
             ("bn", nn.BatchNorm2d(c_out)),
@@ -147,7 +149,9 @@ def resnet18(width: float = 1.0, num_classes: int = NUM_CLASSES) -> nn.Sequentia
     layers: OrderedDict[str, nn.Module] = OrderedDict(stem=ConvBN(3, channels[0]))
     c_in = channels[0]
     for i, (c_out, stride) in enumerate(zip(channels, (1, 2, 2, 2), strict=True), start=1):
-        layers[f"layer{i}"] = nn.Sequential(BasicBlock(c_in, c_out, stride), BasicBlock(c_out, c_out, 1))
+        layers[f"layer{i}"] = nn.Sequential(
+            BasicBlock(c_in, c_out, stride), BasicBlock(c_out, c_out, 1)
+        )
         c_in = c_out
     layers.update(
         pool=nn.AdaptiveAvgPool2d(1), flatten=nn.Flatten(), head=nn.Linear(c_in, num_classes)
@@ -178,7 +182,9 @@ def parameter_groups(model: nn.Module) -> dict[str, list[str]]:
         for kind, group in kinds:
             if isinstance(module, kind):
                 prefix = f"{module_name}." if module_name else ""
-                groups[group] += [prefix + name for name, _ in module.named_parameters(recurse=False)]
+                groups[group] += [
+                    prefix + name for name, _ in module.named_parameters(recurse=False)
+                ]
     groups["all"] = [name for name, _ in model.named_parameters()]
     return groups
 
@@ -191,7 +197,9 @@ def apply_init_scale(model: nn.Module, alpha: float, groups: Iterable[str] = ("a
     groups = tuple(groups)
     unknown = [g for g in groups if g not in ALPHA_GROUPS]
     if unknown or not groups:
-        raise ValueError(f"alpha_groups must be a non-empty subset of {list(ALPHA_GROUPS)} (got {groups})")
+        raise ValueError(
+            f"alpha_groups must be a non-empty subset of {list(ALPHA_GROUPS)} (got {groups})"
+        )
     by_group = parameter_groups(model)
     names = {name for group in groups for name in by_group[group]}
     with torch.no_grad():

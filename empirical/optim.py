@@ -41,7 +41,11 @@ def build_optimizer(params: list[torch.nn.Parameter], config: RunConfig) -> torc
         )
     if name == "adamw":
         return torch.optim.AdamW(
-            params, lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay
+            params,
+            lr=config.lr,
+            betas=config.betas,
+            eps=config.eps,
+            weight_decay=config.weight_decay,
         )
     if name == "rmsprop":
         return torch.optim.RMSprop(

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from initmem.empirical.memory import (
     accuracy_table,
     load_epochs,
@@ -126,6 +125,10 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def _alpha(value: Any) -> str:
+    return "–" if value is None or not np.isfinite(value) else f"{value:g}"
+
+
 def _markdown_table(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
@@ -147,7 +150,7 @@ def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
                 "spread (pp)": _fmt(r.get("spread_pp")),
                 f"{100 * confidence:.0f}% CI (pp)": ci,
                 "seed std (pp)": _fmt(r.get("seed_std_pp")),
-                "best / worst alpha": f"{r.get('best_alpha', np.nan):g} / {r.get('worst_alpha', np.nan):g}",
+                "best / worst alpha": f"{_alpha(r.get('best_alpha'))} / {_alpha(r.get('worst_alpha'))}",
                 "interpolated": _fmt(r.get("interpolated")),
                 "min train acc (%)": _fmt(r.get("min_train_acc_pct")),
                 "disagreement alphas": _fmt(r.get("disagreement"), 3),
@@ -207,7 +210,10 @@ def _alpha_colors(alphas: Sequence[float]) -> dict[float, Any]:
     if len(alphas) == 1:
         return {alphas[0]: cmap(0.5)}
     logs = np.log(alphas)
-    return {a: cmap(0.9 * (la - logs[0]) / (logs[-1] - logs[0])) for a, la in zip(alphas, logs, strict=True)}
+    return {
+        a: cmap(0.9 * (la - logs[0]) / (logs[-1] - logs[0]))
+        for a, la in zip(alphas, logs, strict=True)
+    }
 
 
 def _alpha_axis(ax: Any, alphas: Sequence[float]) -> None:
@@ -244,7 +250,9 @@ def plot_spread(spread: pd.DataFrame, path: Path) -> bool:
         ax.text(value + whisker, yi, f"  {value:.1f} pp", va="center", fontsize=9)
     ax.set_yticks(y, table["label"])
     ax.set_xlabel("spread of test accuracy across α (max − min of seed means, pp)")
-    ax.set_title("Initialization memory per pipeline\n(blue: every run interpolated; grey: not all)")
+    ax.set_title(
+        "Initialization memory per pipeline\n(blue: every run interpolated; grey: not all)"
+    )
     ax.set_xlim(0, max(1.0, float((table["spread_pp"] + high).max()) * 1.3))
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
@@ -268,7 +276,9 @@ def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
             color=color,
             label=label,
         )
-        ax_train.plot(group["alpha"], group["min_train_acc_pct"], marker="s", color=color, label=label)
+        ax_train.plot(
+            group["alpha"], group["min_train_acc_pct"], marker="s", color=color, label=label
+        )
     ax_train.axhline(99.5, color="k", ls="--", lw=1, label="99.5% (interpolation)")
     for ax in (ax_test, ax_train):
         _alpha_axis(ax, accuracy["alpha"])
@@ -313,7 +323,9 @@ def plot_training_curves(runs: pd.DataFrame, epochs: pd.DataFrame, path: Path) -
         ax.set_ylabel("accuracy (%)")
         ax.grid(alpha=0.3)
         ax.set_ylim(0, 101)
-    axes[0].legend(fontsize=8, loc="lower right", title="solid: test, dashed: train", title_fontsize=8)
+    axes[0].legend(
+        fontsize=8, loc="lower right", title="solid: test, dashed: train", title_fontsize=8
+    )
     fig.suptitle("Training curves (seed mean)")
     fig.tight_layout()
     _save(fig, path)
@@ -345,7 +357,12 @@ def plot_effective_lr(runs: pd.DataFrame, layers: pd.DataFrame, path: Path) -> b
         part = merged[merged["pipeline"] == pipeline]
         mean = part.groupby(["alpha", "epoch"])["log_eff_lr"].mean().reset_index()
         for alpha, curve in mean.groupby("alpha"):
-            ax.plot(curve["epoch"], 10 ** curve["log_eff_lr"], color=colors[alpha], label=f"α = {alpha:g}")
+            ax.plot(
+                curve["epoch"],
+                10 ** curve["log_eff_lr"],
+                color=colors[alpha],
+                label=f"α = {alpha:g}",
+            )
         ax.set_yscale("log")
         ax.set_title(part["label"].iloc[0], fontsize=10)
         ax.set_xlabel("epoch")
@@ -388,7 +405,14 @@ def plot_effective_lr_layers(
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("lr / |w|²")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), title="layer (input → output)")
+    fig.legend(
+        handles,
+        labels,
+        fontsize=7,
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        title="layer (input → output)",
+    )
     fig.suptitle(f"Per-layer effective learning rate — {part['label'].iloc[0]}")
     fig.tight_layout()
     _save(fig, path)

@@ -99,7 +99,9 @@ class SweepSpec:
 
     # ------------------------------------------------------------ construction
     @classmethod
-    def from_dict(cls, values: dict[str, Any], *, name: str = "sweep", source: str = "") -> SweepSpec:
+    def from_dict(
+        cls, values: dict[str, Any], *, name: str = "sweep", source: str = ""
+    ) -> SweepSpec:
         """Build from parsed TOML; raises SweepError on an unknown key or a malformed table."""
         unknown = sorted(set(values) - set(SWEEP_FILE_KEYS))
         if unknown:
@@ -112,7 +114,9 @@ class SweepSpec:
         options = _table(values, "sweep")
         bad_options = sorted(set(options) - set(SWEEP_OPTIONS))
         if bad_options:
-            raise SweepError(f"unknown [sweep] option(s) {bad_options}; allowed: {list(SWEEP_OPTIONS)}")
+            raise SweepError(
+                f"unknown [sweep] option(s) {bad_options}; allowed: {list(SWEEP_OPTIONS)}"
+            )
         raw_variants = values.get("variants", [{}])
         if not isinstance(raw_variants, list) or not raw_variants:
             raise SweepError("variants must be a non-empty array of tables ([[variants]])")
@@ -249,7 +253,11 @@ class SweepSpec:
             lines += ["", "[sweep]", *(f"{k} = {_toml_value(v)}" for k, v in flat_options.items())]
         for key, sub in self.options.items():
             if isinstance(sub, dict):
-                lines += ["", f"[sweep.{key}]", *(f"{k} = {_toml_value(v)}" for k, v in sub.items())]
+                lines += [
+                    "",
+                    f"[sweep.{key}]",
+                    *(f"{k} = {_toml_value(v)}" for k, v in sub.items()),
+                ]
         for variant in self.variants:
             lines += ["", "[[variants]]", f"name = {_toml_value(variant.name)}"]
             lines += [f"{k} = {_toml_value(v)}" for k, v in variant.overrides.items()]
@@ -274,7 +282,12 @@ class SweepRun:
         """What a worker needs (plain data, picklable): hash, variant, run_dir and the config dict."""
         run_dir = self.run_dir(sweep_dir).resolve()
         config = self.config.to_dict() | {"out_dir": str(run_dir), "quiet": True}
-        return {"hash": self.hash, "variant": self.variant, "run_dir": str(run_dir), "config": config}
+        return {
+            "hash": self.hash,
+            "variant": self.variant,
+            "run_dir": str(run_dir),
+            "config": config,
+        }
 
 
 def _table(values: dict[str, Any], key: str) -> dict[str, Any]:
@@ -343,7 +356,9 @@ def preset_text(name: str) -> str:
 
 
 # ====================================================================== the sweep folder
-def prepare_sweep(spec: SweepSpec, sweep_dir: str | Path, *, update: bool = False) -> list[SweepRun]:
+def prepare_sweep(
+    spec: SweepSpec, sweep_dir: str | Path, *, update: bool = False
+) -> list[SweepRun]:
     """Validate every run, then write ``sweep.toml`` and ``manifest.json`` (atomically).
 
     A folder that already holds a different sweep is refused unless ``update`` (then its manifest is
@@ -417,7 +432,9 @@ def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
                 time.sleep(0.05)
         if acquired:
             os.ftruncate(fd, 0)
-            os.write(fd, f"{socket.gethostname()} pid {os.getpid()} since {time.ctime()}\n".encode())
+            os.write(
+                fd, f"{socket.gethostname()} pid {os.getpid()} since {time.ctime()}\n".encode()
+            )
         yield acquired
     finally:
         os.close(fd)  # closing the descriptor releases the lock
@@ -479,9 +496,7 @@ class SweepStatus:
 
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self) | {"done": self.done}
-        values["failures"] = [
-            {"hash": h, "variant": v, "error": e} for h, v, e in self.failures
-        ]
+        values["failures"] = [{"hash": h, "variant": v, "error": e} for h, v, e in self.failures]
         return values
 
     def summary(self) -> str:
@@ -652,7 +667,9 @@ def run_sweep(
     if isinstance(trainer, str):
         resolve_trainer(trainer)  # fail now, not on every worker
     runs = prepare_sweep(spec, sweep_dir, update=update)
-    todo = [r.task(sweep_dir) for r in runs if run_state(r.run_dir(sweep_dir)) not in FINISHED_STATES]
+    todo = [
+        r.task(sweep_dir) for r in runs if run_state(r.run_dir(sweep_dir)) not in FINISHED_STATES
+    ]
     extra = dict(backend_options or {})
     if backend == "ray":
         extra.setdefault("address", options.get("ray_address"))
@@ -685,9 +702,10 @@ def run_sweep(
                 counts[outcome["status"]] += 1
             if outcome["status"] != "locked":
                 bar.update(1)
-            bar.set_postfix(
-                diverged=counts["diverged"], failed=counts["failed"], elsewhere=counts["locked"]
-            )
+            postfix = {"diverged": counts["diverged"], "failed": counts["failed"]}
+            if counts["locked"]:
+                postfix["running elsewhere"] = counts["locked"]
+            bar.set_postfix(postfix)
     finally:
         bar.close()
     return sweep_status(sweep_dir)

@@ -83,15 +83,21 @@ class Trainer:
     per-layer accumulators since the last evaluation. :func:`train` drives it; benchmarks may call
     :meth:`train_epoch` directly."""
 
-    def __init__(self, config: RunConfig, data: DataSplits | None = None, *, download: bool = True):
+    def __init__(
+        self, config: RunConfig, data: DataSplits | None = None, *, download: bool | None = None
+    ):
         self.config = config
         self.device = resolve_device(config.device)
-        self.data = data if data is not None else load_splits(config, self.device, download=download)
+        self.data = (
+            data if data is not None else load_splits(config, self.device, download=download)
+        )
         _check_data(self.data, config, self.device)
         self.autocast_dtype = (
             torch.bfloat16 if resolve_precision(config.precision, self.device) == "bf16" else None
         )
-        self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+        self.memory_format = (
+            torch.channels_last if config.channels_last else torch.contiguous_format
+        )
 
         self.model = build_model(config).to(self.device, memory_format=self.memory_format)
         self.forward = torch.compile(self.model) if config.compile else self.model
@@ -188,7 +194,9 @@ class Trainer:
         if not bool(finite.all()):
             bad = int((~finite).nonzero()[0, 0])
             value = float(losses[bad])
-            return Divergence(first_step + bad, f"non-finite training loss ({value}) at step {first_step + bad}")
+            return Divergence(
+                first_step + bad, f"non-finite training loss ({value}) at step {first_step + bad}"
+            )
         norm = self.total_weight_norm()
         if not norm <= self.config.max_weight_norm:
             return Divergence(
@@ -250,8 +258,12 @@ class Trainer:
         trained = self.images_seen > 0
         with torch.no_grad():
             norms = torch.stack(torch._foreach_norm(self.params)).double()
-            dist = torch.stack(torch._foreach_norm(torch._foreach_sub(self.params, self.init_params)))
-            update = torch.stack(torch._foreach_norm(torch._foreach_sub(self.params, self.interval_start)))
+            dist = torch.stack(
+                torch._foreach_norm(torch._foreach_sub(self.params, self.init_params))
+            )
+            update = torch.stack(
+                torch._foreach_norm(torch._foreach_sub(self.params, self.interval_start))
+            )
         norms, dist, update = (t.double().cpu().numpy() for t in (norms, dist, update))
         tracked = self.tracked_steps > 0
         grad_sq = self.grad_sq_sum.cpu().numpy()
@@ -278,7 +290,9 @@ class Trainer:
             "lr": lr,
             "weight_decay": cfg.weight_decay,
             "l2": cfg.l2,
-            "train_loss": float(self.loss_sum) / (self.images_seen / cfg.batch_size) if trained else nan,
+            "train_loss": float(self.loss_sum) / (self.images_seen / cfg.batch_size)
+            if trained
+            else nan,
             "train_acc": float(self.correct) / self.images_seen if trained else nan,
             "train_eval_acc": train_eval_acc,
             "val_loss": val_loss,
@@ -314,7 +328,8 @@ class Trainer:
                 "lr_sq_grad_sq_sum": self.lr_sq_grad_sq_sum,
                 "norm_sq_drift": self.norm_sq_drift,
                 "norm_sq_decay": self.norm_sq_decay,
-                "interval_start": self.interval_start,
+                # right after an evaluation the interval starts at the current weights: not stored
+                "interval_start": self.interval_start if self.images_seen else None,
             },
         }
 
@@ -331,7 +346,12 @@ class Trainer:
             setattr(self, key, interval[key])
         for key in ("loss_sum", "correct", "grad_sq_sum", "lr_sq_grad_sq_sum", "norm_sq_drift"):
             setattr(self, key, interval[key].to(self.device))
-        self.interval_start = [t.to(self.device) for t in interval["interval_start"]]
+        start = interval["interval_start"]
+        self.interval_start = (
+            [p.detach().clone() for p in self.params]
+            if start is None
+            else [t.to(self.device) for t in start]
+        )
 
 
 def _check_data(data: DataSplits, config: RunConfig, device: torch.device) -> None:
@@ -363,7 +383,7 @@ class _Best:
         if record["val_acc"] > self.val_acc:
             self.val_acc, self.epoch = record["val_acc"], record["epoch"]
             self.test_acc, self.test_pred = record["test_acc"], test_pred
-            self.model_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            self.model_state = _cpu_state(model)
             return True
         return False
 
@@ -373,7 +393,7 @@ def train(
     *,
     resume: bool | None = None,
     data: DataSplits | None = None,
-    download: bool = True,
+    download: bool | None = None,
     callback: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
     """Train one run and write its folder ``config.out_dir`` (docs/run-format.md); return its result.
@@ -385,7 +405,7 @@ def train(
     hash) is always refused.
 
     ``data``: splits already loaded for this config (saves reloading in a sweep); ``download``: let
-    torchvision fetch a missing data set; ``callback(record)`` is called after each evaluation (and its
+    torchvision fetch a missing data set (None: unless ``INITMEM_OFFLINE=1``); ``callback(record)`` is called after each evaluation (and its
     checkpoint), e.g. to stop a run from outside by raising.
     """
     config.validate()
@@ -402,6 +422,8 @@ def train(
         state = files.load_torch("last.pt")
         trainer.load_state_dict(state["trainer"])
         best = _Best(**state["best"])
+        if best.model_state is None:  # the best model was the checkpoint's own model
+            best.model_state = _cpu_state(trainer.model)
         clock_offset = state["wall_time"]
         files.reopen(trainer.epoch, len(trainer.data.test))
         files.save_torch("best.pt", best.model_state)  # a kill may have left a later one
@@ -417,7 +439,7 @@ def train(
             files.write_predictions(_labels(trainer.data.test), best.test_pred)
         state = {
             "trainer": trainer.state_dict(),
-            "best": vars(best),
+            "best": vars(best) | {"model_state": _stored_best_model(best, trainer.epoch)},
             "wall_time": wall_time(),
             "hash": config.hash,
         }
@@ -482,6 +504,15 @@ def train(
     files.write_result(result)
     files.path(RunFiles.RAW_PREDICTIONS).unlink(missing_ok=True)  # packed in predictions.npz
     return result
+
+
+def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def _stored_best_model(best: _Best, epoch: int) -> dict[str, torch.Tensor] | None:
+    """The best model's state for last.pt; None when it is the checkpoint's own model (saves space)."""
+    return None if best.epoch == epoch else best.model_state
 
 
 def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -> None:

@@ -37,7 +37,9 @@ def test_quick_demo_trains_reports_and_prints_the_spread(tmp_path, capsys):
     assert (out / "figures" / "eff_lr.png").is_file()
 
 
-def _spread(values: dict[str, tuple[float, float, float]], interpolated: bool = True) -> pd.DataFrame:
+def _spread(
+    values: dict[str, tuple[float, float, float]], interpolated: bool = True
+) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {

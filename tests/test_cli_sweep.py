@@ -6,9 +6,9 @@ import json
 import textwrap
 
 import pytest
+from initmem.empirical.sweep import read_manifest
 
 from initmem.cli import main
-from initmem.empirical.sweep import read_manifest
 
 FAKE = "tests.empirical.test_sweep:fake_train"
 SWEEP = """
@@ -69,7 +69,9 @@ def test_bad_sweeps_exit_2_with_one_line(tmp_path, sweep_file, capsys):
     bad.write_text("[grid]\nalpha = [1.0, -2.0]\n")
     assert main(["sweep", "run", str(bad), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: run 1 of sweep 'bad' (variant 'v0', alpha=-2.0): alpha must be > 0")
+    assert err.startswith(
+        "error: run 1 of sweep 'bad' (variant 'v0', alpha=-2.0): alpha must be > 0"
+    )
     assert main(["sweep", "run", "no-such-preset", "--out", str(out)]) == 2
     assert "nor a preset" in capsys.readouterr().err
     assert main(["sweep", "run", str(sweep_file), "--out", str(out), "--trainer", "nope"]) == 2

@@ -276,7 +276,7 @@ def _import_nt():
     try:
         import neural_tangents
         from neural_tangents import stax
-    except ImportError as err:  # pragma: no cover - exercised only without the extra
+    except ImportError as err:
         raise ImportError(_NT_MISSING) from err
     return neural_tangents, stax
 
@@ -364,11 +364,9 @@ def _per_sample_jacobian(f, params: dict, x: torch.Tensor) -> torch.Tensor:
     def f_one(p, xi):
         return f(p, xi.unsqueeze(0))[0]
 
-    jac = vmap(jacrev(f_one), in_dims=(None, 0))(params, x)
-    b = x.shape[0]
-    return torch.cat([j.reshape(b, j.shape[1], -1) for j in jac.values()], dim=2).reshape(
-        b * jac[next(iter(jac))].shape[1], -1
-    )
+    jac = vmap(jacrev(f_one), in_dims=(None, 0))(params, x)  # name -> (b, k, *param_shape)
+    b, k = next(iter(jac.values())).shape[:2]
+    return torch.cat([j.reshape(b, k, -1) for j in jac.values()], dim=2).reshape(b * k, -1)
 
 
 def _ntvp_block(f, params: dict, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -411,8 +409,9 @@ def empirical_ntk(
     at about ``2 * block_size * k * P`` numbers for ``P`` parameters:
 
     - ``implementation="jacobian"``: per-sample Jacobians (``vmap(jacrev)``), contracted blockwise.
-    - ``implementation="ntvp"``: NTK-vector products, ``vjp`` for ``J2^T e`` then ``jvp`` for
-      ``J1 (J2^T e)``; never forms the product of two Jacobians of a whole block.
+    - ``implementation="ntvp"``: NTK-vector products: ``vjp`` gives ``J2^T e`` for every output
+      ``e`` of an x2 block, and one ``jvp`` per such vector gives ``J1 (J2^T e)``; only one block's
+      Jacobian is held at a time (about ``block_size * k * P`` numbers).
 
     The module is called as it is (its mode, dtype and device): put BatchNorm/Dropout in eval mode.
     The arithmetic is in the module's dtype; the result is float64 numpy. ``x2=None`` computes only

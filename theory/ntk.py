@@ -509,6 +509,12 @@ def memory_variance(
     whose NTK is unchanged); the memory is linear in ``f0``, hence the ``alpha^2``.
     ``nngp_test_test`` is the NNGP at the test inputs, (m, m) or its diagonal (m,).
     """
+    for name, kernel in (
+        ("kernel_train_train", kernel_train_train),
+        ("kernel_test_train", kernel_test_train),
+    ):
+        if not isinstance(kernel, Kernel):
+            raise ValueError(f"{name} must be a Kernel")
     alpha = float(alpha)
     if not np.isfinite(alpha):
         raise ValueError(f"alpha must be finite, got {alpha!r}")

@@ -28,7 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--out", default="runs/demo", metavar="DIR", help="default: runs/demo")
     parser.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="processes (default: the preset's, 2)"
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes (default: the preset's, 2)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a one-minute smoke run (1 epoch on 64 images)"
@@ -77,9 +81,7 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        status = run_sweep(
-            spec, args.out, workers=workers, progress=not args.quiet, update=True
-        )
+        status = run_sweep(spec, args.out, workers=workers, progress=not args.quiet, update=True)
     except (SweepError, ConfigError) as err:
         return fail(str(err))
     train_s = time.monotonic() - start

@@ -43,6 +43,9 @@ def format_spread(spread) -> str:
     width = max(len("pipeline"), *(len(str(label)) for label in spread["label"]))
     lines = [f"{'pipeline':<{width}}  spread (pp)  95% CI (pp)    interpolated  min train acc (%)"]
     for _, row in spread.iterrows():
+        if not row["spread_pp"] == row["spread_pp"]:  # NaN: nothing finished yet
+            lines.append(f"{row['label']:<{width}}  {'-':>11}  (no finished runs)")
+            continue
         ci = (
             f"[{row['ci_low_pp']:.1f}, {row['ci_high_pp']:.1f}]"
             if row["ci_low_pp"] == row["ci_low_pp"]

@@ -30,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run a sweep. Finished runs are skipped, unfinished ones resume from last.pt; "
         "failed runs are retried. Options left out take the file's [sweep] table.",
     )
-    run.add_argument("file", metavar="FILE", help="sweep TOML file, or a preset name (sweep presets)")
+    run.add_argument(
+        "file", metavar="FILE", help="sweep TOML file, or a preset name (sweep presets)"
+    )
     run.add_argument("--out", required=True, metavar="DIR", help="sweep folder")
     run.add_argument("--backend", choices=("local", "submitit", "ray"), help="default: local")
     run.add_argument(
@@ -39,7 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="local: processes; submitit: array tasks at once; ray: CPUs of a local cluster",
     )
-    run.add_argument("--runs-per-gpu", type=int, metavar="K", help="runs sharing one GPU (default 1)")
+    run.add_argument(
+        "--runs-per-gpu", type=int, metavar="K", help="runs sharing one GPU (default 1)"
+    )
     run.add_argument(
         "--set",
         dest="overrides",
@@ -69,7 +73,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the folder holds an older version of this sweep: replace its manifest, keep finished runs",
     )
-    run.add_argument("--dry-run", action="store_true", help="validate and list the runs; train nothing")
+    run.add_argument(
+        "--dry-run", action="store_true", help="validate and list the runs; train nothing"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=run_command)
 

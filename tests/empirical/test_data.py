@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import (
     CIFAR10_FOLDER,
@@ -149,7 +148,9 @@ def _all_crops(image: torch.Tensor, pad: int = 4) -> torch.Tensor:
     padded = torch.nn.functional.pad(image[None], (pad,) * 4, mode="reflect")[0]
     _, h, w = image.shape
     crops = [
-        padded[:, dy : dy + h, dx : dx + w].flip(-1) if flip else padded[:, dy : dy + h, dx : dx + w]
+        padded[:, dy : dy + h, dx : dx + w].flip(-1)
+        if flip
+        else padded[:, dy : dy + h, dx : dx + w]
         for flip in (False, True)
         for dy in range(2 * pad + 1)
         for dx in range(2 * pad + 1)
@@ -164,7 +165,9 @@ def test_augmentation_is_a_uniform_random_crop_and_flip():
     assert out.shape == (n, 3, 32, 32)
     candidates = _all_crops(image).flatten(1).double()
     # identify each output's crop by a random projection, then check the match pixel by pixel
-    direction = torch.randn(candidates.shape[1], generator=torch.Generator().manual_seed(2)).double()
+    direction = torch.randn(
+        candidates.shape[1], generator=torch.Generator().manual_seed(2)
+    ).double()
     gap = (out.flatten(1).double() @ direction)[:, None] - (candidates @ direction)[None]
     which = gap.abs().argmin(1)
     assert torch.equal(out.flatten(1).double(), candidates[which]), "outputs must be crops"

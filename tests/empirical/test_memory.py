@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from initmem.empirical.memory import (
     INTERPOLATION_THRESHOLD,
     accuracy_table,
@@ -215,7 +214,10 @@ def test_disagreement_counts_test_points_where_predictions_differ(sweep):
         variant = runs.loc[runs["pipeline"] == row["pipeline"], "variant"].iloc[0]
         expected = np.mean(
             [
-                len(wrong_points(variant, row["alpha_a"], s) ^ wrong_points(variant, row["alpha_b"], s))
+                len(
+                    wrong_points(variant, row["alpha_a"], s)
+                    ^ wrong_points(variant, row["alpha_b"], s)
+                )
                 / N_TEST
                 for s in (0, 1)
             ]
@@ -234,7 +236,9 @@ def test_disagreement_counts_test_points_where_predictions_differ(sweep):
     spread = spread_table(runs, n_boot=10).set_index("pipeline")
     for pipeline, group in table.groupby("pipeline"):
         assert spread.loc[pipeline, "disagreement"] == pytest.approx(group["disagreement"].mean())
-        assert spread.loc[pipeline, "max_disagreement"] == pytest.approx(group["disagreement"].max())
+        assert spread.loc[pipeline, "max_disagreement"] == pytest.approx(
+            group["disagreement"].max()
+        )
 
 
 @pytest.mark.parametrize(("std_a", "std_b"), [(0.02, 0.03), (0.05, 0.01)])

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from initmem.empirical.config import RunConfig
 from initmem.empirical.models import (
     apply_init_scale,
@@ -113,7 +112,9 @@ def test_what_each_group_does_to_the_function_at_init(kind, alpha):
     all: ResNet-9 logits x alpha^2, ResNet-18 alpha (alpha W f + b)."""
     x = torch.randn(8, 3, 32, 32, generator=torch.Generator().manual_seed(0)).double()
     reference = _double_model(kind, 1.0, ("all",))(x)
-    bias = reference.new_zeros(10) if kind == "resnet9" else _double_model(kind, 1, ("all",)).head.bias
+    bias = (
+        reference.new_zeros(10) if kind == "resnet9" else _double_model(kind, 1, ("all",)).head.bias
+    )
     bias = bias.detach()
     linear_part = reference - bias  # W f
     expected = {
@@ -154,8 +155,12 @@ def test_conv_scaling_divides_the_gradient_by_alpha():
         torch.nn.functional.cross_entropy(model(x), y).backward()
         grads[a] = {n: p.grad.clone() for n, p in model.named_parameters()}
     for name in scale_invariant_parameters(model):
-        torch.testing.assert_close(grads[alpha][name], grads[1.0][name] / alpha, rtol=1e-8, atol=1e-14)
-    torch.testing.assert_close(grads[alpha]["head.weight"], grads[1.0]["head.weight"], rtol=1e-8, atol=0)
+        torch.testing.assert_close(
+            grads[alpha][name], grads[1.0][name] / alpha, rtol=1e-8, atol=1e-14
+        )
+    torch.testing.assert_close(
+        grads[alpha]["head.weight"], grads[1.0]["head.weight"], rtol=1e-8, atol=0
+    )
 
 
 def test_bad_init_scale_arguments_name_the_argument():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from initmem.empirical.memory import accuracy_table, load_sweep, spread_table
 from initmem.empirical.report import write_report
+
 from tests.empirical.test_memory import make_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -47,7 +47,9 @@ def test_report_tables_hold_the_metric_values(report):
         assert float(cells[1]) == pytest.approx(row["spread_pp"], abs=0.05)
         assert cells[5] == ("yes" if row["interpolated"] else "no")
     accuracy = accuracy_table(runs)
-    mean = accuracy[(accuracy["label"] == "sgd") & (accuracy["alpha"] == 2.0)]["test_acc_pct"].item()
+    mean = accuracy[(accuracy["label"] == "sgd") & (accuracy["alpha"] == 2.0)][
+        "test_acc_pct"
+    ].item()
     row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
     assert f"{mean:.1f} ±" in row
     assert "**Verdict**: a note from the caller." in text

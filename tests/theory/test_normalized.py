@@ -363,6 +363,25 @@ def test_adaptive_mean_field_against_simulation(optimizer, lr, kwargs):
     np.testing.assert_allclose(measured_forgetting(traj), predicted, rtol=LAW_RTOL)
 
 
+def test_adam_lag_regime_torch_default_init():
+    """torch's default init (|w_0|^2 = 1/3 per filter) with lr^2 d = 4.6e-3 (lr 1e-3, fan-in 4608):
+    v's lag dominates, the closed-form limit is several times too fast, the mean field is not."""
+    lr = math.sqrt(1e-6 * 4608 / DIM)  # same lr^2 d as lr = 1e-3 on 4608 coordinates
+    traj = simulate_norms(
+        NOISE,
+        optimizer="adam",
+        lr=lr,
+        steps=13000,
+        alphas=[1.0, 2.0],
+        init_norm_sq=1 / 3,
+        record_every=50,
+    )
+    measured = measured_forgetting(traj)[0]
+    field = nz.AdaptiveMeanField("adam", lr, DIM)
+    assert field.forgetting_steps(2.0, 1 / 3) == pytest.approx(measured, rel=LAW_RTOL)
+    assert nz.adaptive_norm_law(lr, DIM).forgetting_steps(2.0, 1 / 3) < measured / 3
+
+
 def test_adamw_equilibrium_and_time_constant():
     lr, wd = 3e-3, 0.1
     traj = simulate_norms(

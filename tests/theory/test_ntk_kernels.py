@@ -1,11 +1,12 @@
 """Kernels from the three sources agree: closed form vs stax, torch.func vs neural-tangents."""
 
 import copy
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
-
 from initmem.theory.kernels import (
     Kernel,
     ReLUMLP,
@@ -167,3 +168,17 @@ def test_empirical_ntk_bad_inputs(small_net):
         empirical_ntk(small_net, x, block_size=0)
     with pytest.raises(ValueError, match="x2"):
         empirical_ntk(small_net, x, np.ones((2, 4)))
+
+
+def test_missing_neural_tangents_raises_import_error_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "neural_tangents", None)  # makes `import` fail
+    with pytest.raises(ImportError, match=r"pip install initmem\[nt\]"):
+        relu_mlp_stax(1)
+
+
+def test_theory_ntk_imports_without_jax():
+    code = (
+        "import sys, initmem.theory.ntk, initmem.theory.kernels; "
+        "assert 'jax' not in sys.modules and 'neural_tangents' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,126 @@
+"""Benchmark 3: K small runs trained together (``initmem.empirical.packing``) against one after another.
+
+K = 8 runs of a width-reduced ResNet-9 that differ only in alpha (the sweep's typical group: one
+pipeline, the alpha grid), each a :class:`Trainer` on the same data. One measurement is one training
+epoch of all K runs: one after another (``sequential``), or as one :class:`Pack` (``grouped``:
+grouped convolutions; ``vmap``: ``torch.func.vmap`` over stacked parameters). The three are
+interleaved. Ratio: sequential time over the faster packed mode's time (> 1: packing pays).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from common import BenchResult, interleaved, median, spread, timed
+from initmem.empirical.config import RunConfig
+from initmem.empirical.data import DataSplits, load_splits
+from initmem.empirical.packing import PACK_MODES, Pack
+from initmem.empirical.train import Trainer
+
+#: Packing must beat running the same runs one after another to be worth using.
+TARGET = 1.0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    k: int = 8
+    width: float = 0.125  # the demo's width
+    batch_size: int = 32  # the demo's batch size
+    train_size: int = 1024  # images per run per timed epoch
+    repeats: int = 3
+    device: str = "cpu"
+
+
+QUICK = Sizes(k=2, width=0.0625, batch_size=8, train_size=16, repeats=1)
+
+
+def pack_configs(sizes: Sizes) -> list[RunConfig]:
+    """K configs on synthetic data differing only in alpha (log-spaced from 1/4 to 4)."""
+    alphas = np.geomspace(0.25, 4.0, sizes.k) if sizes.k > 1 else np.array([1.0])
+    base = RunConfig.from_dict(
+        dict(
+            dataset="synthetic",
+            train_size=sizes.train_size,
+            val_size=256,
+            test_size=256,
+            width=sizes.width,
+            alpha_groups=["conv"],
+            optimizer="sgd",
+            lr=1e-3,
+            momentum=0.9,
+            batch_size=sizes.batch_size,
+            epochs=1000,
+            device=sizes.device,
+            quiet=True,
+            out_dir=tempfile.gettempdir(),
+        )
+    )
+    return [
+        base.replace(alpha=float(a), out_dir=f"{base.out_dir}/pack{i}")
+        for i, a in enumerate(alphas)
+    ]
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def measure_packing(sizes: Sizes, data: DataSplits | None = None) -> dict[str, list[float]]:
+    """Seconds per epoch of all K runs: ``{"sequential": [...], "grouped": [...], "vmap": [...]}``."""
+    configs = pack_configs(sizes)
+    data = data if data is not None else load_splits(configs[0], sizes.device)
+    sequential = [Trainer(c, data) for c in configs]
+    packs = {mode: Pack([Trainer(c, data) for c in configs], mode) for mode in PACK_MODES}
+
+    def run_sequential() -> None:
+        for trainer in sequential:
+            trainer.train_epoch()
+        _synchronize(sizes.device)
+
+    def run_pack(pack: Pack):
+        def run() -> None:
+            pack.train_epoch()
+            _synchronize(sizes.device)
+
+        return run
+
+    sides = {"sequential": lambda: timed(run_sequential)}
+    sides.update({mode: (lambda p=pack: timed(run_pack(p))) for mode, pack in packs.items()})
+    return interleaved(sides, sizes.repeats)
+
+
+def bench_packing(sizes: Sizes) -> list[BenchResult]:
+    seconds = measure_packing(sizes)
+    seq = median(seconds["sequential"])
+    packed = {mode: median(seconds[mode]) for mode in PACK_MODES}
+    best = min(packed, key=packed.get)
+    images = sizes.k * (sizes.train_size // sizes.batch_size) * sizes.batch_size
+    figures = {
+        "k": sizes.k,
+        "sequential_img_per_s": images / seq,
+        **{f"{mode}_img_per_s": images / packed[mode] for mode in PACK_MODES},
+        "sequential_img_per_s_per_run": images / seq / sizes.k,
+        **{f"{mode}_img_per_s_per_run": images / packed[mode] / sizes.k for mode in PACK_MODES},
+        **{f"{mode}_speedup": seq / packed[mode] for mode in PACK_MODES},
+        "sequential_range_s": spread(seconds["sequential"]),
+        **{f"{mode}_range_s": spread(seconds[mode]) for mode in PACK_MODES},
+        "faster_mode": best,
+        "repeats": sizes.repeats,
+    }
+    return [
+        BenchResult(
+            name="packed_runs",
+            description=(
+                f"{sizes.k} runs of ResNet-9 width {sizes.width:g}, batch {sizes.batch_size}, "
+                f"{sizes.device.upper()}: packed ({'/'.join(PACK_MODES)}) vs one after another; "
+                "images/s summed over runs; ratio sequential time / faster packed time"
+            ),
+            figures=figures,
+            ratio=seq / packed[best],
+            target=TARGET,
+        )
+    ]

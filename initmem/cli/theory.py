@@ -1,0 +1,193 @@
+"""``initmem theory``: every mechanism's predicted forgetting time for a training config.
+
+    initmem theory --config FILE [--set key=value ...] [--json] [--alpha A] [--tol T]
+                   [--grad-sq-unit G | --per-example-grad-sq-unit S] [--fan-in N ...]
+
+Maps the run config (``docs/run-format.md``) to :class:`initmem.theory.forgetting.Pipeline`
+(steps per epoch = train_size // batch_size, the schedule expanded per step) and prints, for the
+config's ``alpha`` against 1, each mechanism's forgetting time in steps and epochs, the memory left at
+the end of the run, and the dominant mechanism. The BN-followed conv fan-ins come from the config's
+model (built on torch's ``meta`` device, no memory), or from ``--fan-in``. Bad input: one line
+``error: ...`` on stderr, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from initmem.cli import add_config_arguments, fail
+
+#: Fan-in used when the model cannot be built and no --fan-in is given (a 64-channel 3x3 conv).
+FALLBACK_FAN_IN = 576
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "theory",
+        help="predicted forgetting time of the init scale for a training config",
+        description="Every mechanism's predicted forgetting time of alpha (vs 1) for a run config, "
+        "in steps and epochs, and which one dominates (initmem.theory.forgetting).",
+    )
+    add_config_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument(
+        "--alpha", type=float, help="init scale to forget (default: the config's; 2 if that is 1)"
+    )
+    parser.add_argument(
+        "--tol", type=float, default=0.1, help="forgotten when |ln eff_lr ratio| <= TOL (0.1)"
+    )
+    grad = parser.add_mutually_exclusive_group()
+    grad.add_argument(
+        "--grad-sq-unit", type=float, help="measured |g_hat|^2 per step per filter (unit norm)"
+    )
+    grad.add_argument(
+        "--per-example-grad-sq-unit",
+        type=float,
+        help="per-example gradient trace at unit filter norm (|g_hat|^2 = this / batch_size)",
+    )
+    parser.add_argument(
+        "--fan-in",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="fan-in of a BN-followed conv (repeatable; default: from the config's model)",
+    )
+    parser.set_defaults(func=run)
+
+
+def model_fan_ins(config) -> list[int]:
+    """Distinct fan-ins of the config's scale-invariant (BN-followed) convs; [] if unavailable."""
+    try:
+        import torch
+
+        from initmem.empirical.models import MODEL_BUILDERS, scale_invariant_parameters
+    except ImportError:
+        return []
+    with torch.device("meta"):
+        model = MODEL_BUILDERS[config.model](config.width)
+    params = dict(model.named_parameters())
+    shapes = [params[name].shape for name in scale_invariant_parameters(model)]
+    return sorted({math.prod(shape[1:]) for shape in shapes})
+
+
+def pipeline_from_config(config):
+    """The theory's :class:`~initmem.theory.forgetting.Pipeline` for a ``RunConfig``."""
+    from initmem.theory.forgetting import Pipeline
+    from initmem.theory.schedule import lr_multipliers
+
+    mults = lr_multipliers(
+        config.total_steps,
+        config.steps_per_epoch,
+        config.schedule,
+        warmup_epochs=config.warmup_epochs,
+        step_milestones=config.step_milestones,
+        step_gamma=config.step_gamma,
+    )
+    return Pipeline(
+        optimizer=config.optimizer,
+        lr=config.lr,
+        momentum=config.momentum,
+        l2=config.l2,
+        weight_decay=config.weight_decay,
+        batch_size=config.batch_size,
+        beta2=config.betas[1],
+        steps_per_epoch=config.steps_per_epoch,
+        total_steps=config.total_steps,
+        lr_multipliers=mults,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the prediction table (or JSON). Returns 0, or 2 for a bad config or argument."""
+    from initmem.empirical.config import ConfigError, RunConfig
+    from initmem.theory.forgetting import predict_forgetting
+
+    try:
+        config = RunConfig.from_file(args.config, args.overrides)
+        notes = []
+        alpha = config.alpha if args.alpha is None else args.alpha
+        if alpha == 1.0 and args.alpha is None:
+            alpha = 2.0
+            notes.append("alpha = 1 is the reference: showing alpha = 2 (use --alpha)")
+        fan_ins = list(args.fan_in) or model_fan_ins(config)
+        if not fan_ins:
+            fan_ins = [FALLBACK_FAN_IN]
+            notes.append(f"model unavailable: fan-in {FALLBACK_FAN_IN} assumed (use --fan-in)")
+        if not {"all", "conv"} & set(config.alpha_groups):
+            notes.append(
+                f"alpha_groups = {list(config.alpha_groups)} does not scale the BN-followed convs: "
+                "only linear_decay applies to the scaled weights"
+            )
+        if config.nesterov:
+            notes.append("nesterov is treated as heavy ball (same long-run effective rate)")
+        report = predict_forgetting(
+            pipeline_from_config(config),
+            alpha,
+            fan_ins=fan_ins,
+            grad_sq_unit=args.grad_sq_unit,
+            per_example_grad_sq_unit=args.per_example_grad_sq_unit,
+            tol=args.tol,
+        )
+    except (ConfigError, ValueError) as err:
+        return fail(" ".join(str(err).split()))
+    if args.json:
+        out = report.to_dict()
+        out.update(
+            steps_per_epoch=config.steps_per_epoch,
+            total_steps=config.total_steps,
+            notes=notes,
+            config=config.to_dict(),
+        )
+        print(json.dumps(out, indent=2, allow_nan=False))
+    else:
+        print(format_report(config, report, notes))
+    return 0
+
+
+def _num(value: float, *, percent: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if math.isinf(value):
+        return "never"
+    return f"{100 * value:.1f}%" if percent else f"{value:.3g}"
+
+
+def format_report(config, report, notes: list[str]) -> str:
+    """A readable table: mechanism, acts, steps, epochs, memory left at the end, formula."""
+    lines = [
+        f"initmem theory: {config.optimizer} lr={config.lr:g} momentum={config.momentum:g} "
+        f"l2={config.l2:g} weight_decay={config.weight_decay:g} batch={config.batch_size}; "
+        f"{config.total_steps:,} steps = {config.total_steps / config.steps_per_epoch:g} epochs "
+        f"x {config.steps_per_epoch} steps ({config.schedule} schedule)",
+        f"alpha = {report.alpha:g} vs 1; forgotten when |ln(eff_lr(alpha) / eff_lr(1))| <= "
+        f"{report.assumptions['tol']:g}; BN-conv fan-ins {report.assumptions['fan_ins']} "
+        "(each mechanism: its slowest layer)",
+        "",
+        f"{'mechanism':<16}{'acts':<6}{'steps':>10}{'epochs':>10}{'left at end':>13}  formula",
+    ]
+    for row in report.table.to_dict("records"):
+        lines.append(
+            f"{row['mechanism']:<16}{'yes' if row['acts'] else 'no':<6}{_num(row['steps']):>10}"
+            f"{_num(row['epochs']):>10}{_num(row['memory_left'], percent=True):>13}  "
+            f"{row['formula']}"
+        )
+    lines += [
+        "",
+        f"dominant: {report.dominant}",
+        f"predicted forgetting time: {_num(report.steps)} steps ({_num(report.epochs)} epochs)",
+    ]
+    if report.accumulated is not None:
+        acc = report.accumulated
+        lines.append(
+            f"accumulated over the run: explicit sum(lr*lambda) = {acc['explicit']:.3g}, "
+            f"sgd_noise sum(lr^2/b) = {acc['sgd_noise']:.3g}, adam sum(lr^2) = {acc['adam']:.3g}"
+        )
+    lines.append(
+        f"assumed |g_hat|^2 per step per filter: {report.assumptions['grad_sq_unit']:.3g} "
+        f"({report.assumptions['grad_sq_unit_source']})"
+    )
+    lines += [f"note: {note}" for note in notes]
+    return "\n".join(lines)

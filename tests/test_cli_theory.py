@@ -1,0 +1,123 @@
+"""``initmem theory``: config -> pipeline mapping, JSON and table output, errors."""
+
+import json
+import math
+
+import pytest
+
+from initmem.cli import main
+
+PAPER_LOW_LR = """
+dataset = "cifar10"
+model = "resnet9"
+optimizer = "sgd"
+lr = 1e-3
+batch_size = 128
+epochs = 300
+alpha = 4.0
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(PAPER_LOW_LR)
+    return path
+
+
+def run_json(capsys, *argv):
+    assert main(["theory", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def rows(out):
+    return {row["mechanism"]: row for row in out["mechanisms"]}
+
+
+def test_paper_low_lr_run(config_file, capsys):
+    out = run_json(capsys, "--config", str(config_file))
+    assert out["steps_per_epoch"] == 40_000 // 128
+    assert out["total_steps"] == 300 * 312
+    assert out["accumulated"]["sgd_noise"] == pytest.approx(7.3e-4, rel=5e-3)
+    assert out["accumulated"]["explicit"] == 0.0
+    assert out["dominant"] == "sgd_noise"
+    by_name = rows(out)
+    assert by_name["gradient_flow"]["steps"] == "inf"
+    assert by_name["pipeline"]["steps"] == out["steps"]
+    assert out["epochs"] == pytest.approx(out["steps"] / 312)
+    # ResNet-9's BN-followed convs: fan-ins 3*9, 64*9, 128*9, 256*9, 512*9
+    assert out["assumptions"]["fan_ins"] == "27,576,1152,2304,4608"
+    # no decay, tiny lr: the memory of alpha survives the 300 epochs almost untouched
+    assert by_name["pipeline"]["memory_left"] > 0.9
+
+
+def test_overrides_switch_the_dominant_mechanism(config_file, capsys):
+    out = run_json(capsys, "--config", str(config_file), "--set", "lr=1e-2", "--set", "l2=1e-2")
+    assert out["dominant"] == "explicit_decay"
+    assert out["accumulated"]["explicit"] == pytest.approx(9.4, rel=5e-3)
+    decay = rows(out)["explicit_decay"]
+    # |w|^4 relaxes with time constant -1 / (4 ln(1 - lr l2)) steps
+    assert decay["steps"] == pytest.approx(-1 / (4 * math.log1p(-1e-4)), rel=1e-9)
+    assert rows(out)["pipeline"]["memory_left"] < 1e-3
+
+    out = run_json(capsys, "--config", str(config_file), "--set", "optimizer=adamw")
+    assert out["dominant"] == "adaptive"
+    assert rows(out)["sgd_noise"]["acts"] is False
+
+
+def test_explicit_arguments(config_file, capsys):
+    out = run_json(
+        capsys,
+        "--config",
+        str(config_file),
+        "--fan-in",
+        "576",
+        "--alpha",
+        "0.5",
+        "--grad-sq-unit",
+        "0.02",
+        "--tol",
+        "0.2",
+    )
+    assert out["alpha"] == 0.5
+    assert out["assumptions"] == {
+        "tol": 0.2,
+        "grad_sq_unit": 0.02,
+        "grad_sq_unit_source": "given",
+        "init_sq_per_coord": "1 / (3 fan_in)",
+        "fan_ins": "576",
+    }
+    # without decay: |w|^4 grows by 2 lr^2 G per step; forgotten when it outgrows K (K / D steps)
+    z0, r = (1 / 3) ** 2, math.exp(-2 * 0.2)
+    k = z0 * (r - 0.5**4) / (1 - r)
+    assert out["steps"] == pytest.approx(k / (2 * 1e-6 * 0.02), rel=1e-9)
+
+
+def test_alpha_one_is_the_reference(config_file, capsys):
+    out = run_json(capsys, "--config", str(config_file), "--set", "alpha=1.0")
+    assert out["alpha"] == 2.0
+    assert any("reference" in note for note in out["notes"])
+
+
+def test_table_output(config_file, capsys):
+    assert main(["theory", "--config", str(config_file), "--set", "schedule=cosine"]) == 0
+    text = capsys.readouterr().out
+    for name in ("gradient_flow", "sgd_noise", "explicit_decay", "adaptive", "pipeline"):
+        assert name in text
+    assert "dominant: sgd_noise" in text
+    assert "cosine schedule" in text
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--set", "lr=-1"], "lr"),
+        (["--set", "optimizer=lion"], "optimizer"),
+        (["--fan-in", "0"], "fan_ins"),
+        (["--tol", "0"], "tol"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(config_file, capsys, argv, message):
+    assert main(["theory", "--config", str(config_file), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and message in err and "\n" not in err
