@@ -20,6 +20,7 @@ import sys
 import time
 
 import torch
+
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import load_splits
 from initmem.empirical.train import Trainer, resolve_device

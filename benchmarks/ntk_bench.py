@@ -40,13 +40,13 @@ class Sizes:
     width: int = 512
     depth: int = 2  # hidden layers: 3 dense layers in all
     out_dim: int = 1
-    block_size: int = 128  # ours: inputs per Jacobian block
+    block_size: int = 64  # ours: inputs per Jacobian block (empirical_ntk's default)
     repeats: int = 5
     n_times: int = 100  # predictor: times on a log grid
     seed: int = 0
 
 
-QUICK = Sizes(n=32, n_test=16, in_dim=8, width=32, block_size=16, repeats=1, n_times=5)
+QUICK = Sizes(n=32, n_test=16, in_dim=8, width=32, block_size=8, repeats=1, n_times=5)
 
 
 def rss_mib() -> float:
@@ -90,16 +90,25 @@ def child_torch(sizes: Sizes, workdir: Path) -> dict:
         sizes.in_dim, sizes.width, sizes.depth, sizes.out_dim, seed=sizes.seed, dtype=torch.float32
     )
     xt = torch.from_numpy(x).float()
-    before = rss_mib()
-    reset_peak_rss()
-    times = []
-    for _ in range(sizes.repeats + 1):  # the first call is a warm-up
-        start = time.perf_counter()
-        kernel = empirical_ntk(mlp, xt, block_size=sizes.block_size)
-        times.append(time.perf_counter() - start)
-    peak = peak_rss_since_reset_mib()
-    np.save(workdir / "ours.npy", kernel.ntk)
-    return {"first_call_s": times[0], "times_s": times[1:], "peak_extra_mib": peak - before}
+    out = {}
+    for label, block_size in (("default", sizes.block_size), ("one_block", sizes.n)):
+        before = rss_mib()
+        reset_peak_rss()
+        times = []
+        for _ in range(sizes.repeats + 1):  # the first call is a warm-up
+            start = time.perf_counter()
+            kernel = empirical_ntk(mlp, xt, block_size=block_size)
+            times.append(time.perf_counter() - start)
+        peak = peak_rss_since_reset_mib()
+        out[label] = {
+            "first_call_s": times[0],
+            "times_s": times[1:],
+            "peak_extra_mib": peak - before,
+            "block_size": block_size,
+        }
+        if label == "default":
+            np.save(workdir / "ours.npy", kernel.ntk)
+    return out
 
 
 def child_jax(sizes: Sizes, workdir: Path) -> dict:
@@ -208,7 +217,8 @@ def bench_ntk(sizes: Sizes):
         torch_side = _run_child("torch", sizes, workdir)
         jax_side = _run_child("jax", sizes, workdir)
 
-    ours_t, nt_t = median(torch_side["times_s"]), median(jax_side["ntk"]["times_s"])
+    ours, one_block = torch_side["default"], torch_side["one_block"]
+    ours_t, nt_t = median(ours["times_s"]), median(jax_side["ntk"]["times_s"])
     params = sizes.in_dim * sizes.width + (sizes.depth - 1) * sizes.width**2
     params += sizes.width * sizes.out_dim
     ntk = BenchResult(
@@ -221,12 +231,16 @@ def bench_ntk(sizes: Sizes):
         figures={
             "ours_s": ours_t,
             "nt_s": nt_t,
-            "ours_first_call_s": torch_side["first_call_s"],
+            "ours_block_size": ours["block_size"],
+            "ours_first_call_s": ours["first_call_s"],
             "nt_first_call_s": jax_side["ntk"]["first_call_s"],
-            "ours_peak_extra_mib": torch_side["peak_extra_mib"],
+            "ours_peak_extra_mib": ours["peak_extra_mib"],
             "nt_peak_extra_mib": jax_side["ntk"]["peak_extra_mib"],
             "memory_ratio_nt_over_ours": jax_side["ntk"]["peak_extra_mib"]
-            / max(torch_side["peak_extra_mib"], 1e-3),
+            / max(ours["peak_extra_mib"], 1e-3),
+            "ours_one_block_s": median(one_block["times_s"]),
+            "ours_one_block_peak_extra_mib": one_block["peak_extra_mib"],
+            "ratio_nt_over_ours_one_block": nt_t / median(one_block["times_s"]),
             "kernel_max_rel_diff": jax_side["ntk"]["max_rel_diff"],
             "repeats": sizes.repeats,
         },

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from initmem.bridge import measure, predict
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN, SweepError
 
@@ -73,8 +74,12 @@ def loglog_fit(measured, predicted, *, level: float = 0.95) -> dict:
 def stretched_exponential_fit(u, y) -> dict:
     """Least squares ``y = A exp(-(u / u0)^k)`` (A, u0 > 0; 0.1 <= k <= 10); R^2 over all points.
 
-    Multi-start over ``u0`` at the quartiles of the positive ``u`` and ``k`` in (0.5, 1, 2). Returns
-    ``amplitude``, ``scale`` (u0, in the unit of u), ``shape`` (k), ``r2``, ``prediction``.
+    ``u0`` is kept within a factor 1000 of the positive ``u`` and ``A`` below 1000 times max ``|y|``.
+
+    A grid over (u0, k) (u0 log-spaced from a tenth of the smallest positive ``u`` to ten times the
+    largest, k from 0.1 to 10, A solved in closed form at each node) picks the start of a bounded
+    least-squares refinement of all three. Returns ``amplitude``, ``scale`` (u0, in the unit of u),
+    ``shape`` (k), ``r2`` and ``prediction``.
     """
     from scipy.optimize import least_squares
 
@@ -92,25 +97,26 @@ def stretched_exponential_fit(u, y) -> dict:
             "prediction": pred,
         }
 
-    def model(theta):
-        amplitude, scale, shape = np.exp(theta)
-        return amplitude * np.exp(-((u / scale) ** shape))
+    scales = np.geomspace(positive.min() / 10, positive.max() * 10, 60)
+    shapes = np.geomspace(0.1, 10.0, 30)
+    basis = np.exp(-((u[None, None, :] / scales[:, None, None]) ** shapes[None, :, None]))
+    amplitude = np.maximum((basis @ y) / np.maximum(np.sum(basis**2, axis=-1), 1e-300), 1e-12)
+    sse = np.sum((amplitude[..., None] * basis - y) ** 2, axis=-1)
+    i, j = np.unravel_index(np.argmin(sse), sse.shape)
 
-    best = None
-    for scale0 in np.quantile(positive, [0.25, 0.5, 0.75]):
-        for shape0 in (0.5, 1.0, 2.0):
-            theta0 = np.log([max(np.max(np.abs(y)), 1e-12), scale0, shape0])
-            res = least_squares(
-                lambda th: model(th) - y,
-                theta0,
-                bounds=([-np.inf, -np.inf, np.log(0.1)], [np.inf, np.inf, np.log(10.0)]),
-            )
-            if best is None or res.cost < best.cost:
-                best = res
-    pred = model(best.x)
-    amplitude, scale, shape = np.exp(best.x)
+    def model(theta):
+        a, scale, shape = np.exp(theta)
+        return a * np.exp(-((u / scale) ** shape))
+
+    top = max(float(np.max(np.abs(y))), 1e-12)
+    lower = np.log([1e-12, positive.min() / 1e3, 0.1])
+    upper = np.log([1e3 * top, positive.max() * 1e3, 10.0])
+    start = np.clip(np.log([amplitude[i, j], scales[i], shapes[j]]), lower, upper)
+    res = least_squares(lambda theta: model(theta) - y, start, bounds=(lower, upper))
+    pred = model(res.x)
+    a, scale, shape = np.exp(res.x)
     r2 = 1.0 - float(np.sum((y - pred) ** 2)) / total
-    return {"amplitude": amplitude, "scale": scale, "shape": shape, "r2": r2, "prediction": pred}
+    return {"amplitude": a, "scale": scale, "shape": shape, "r2": r2, "prediction": pred}
 
 
 def isotonic_fit(u, y, u_new=None) -> np.ndarray:
@@ -615,23 +621,24 @@ def _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curve
 
 
 def _phase_tables(runs: pd.DataFrame, notes: list[str]) -> dict[str, pd.DataFrame]:
+    """Phase tables for the optimizers whose pipelines span two or more values of both axes."""
     from initmem.empirical.memory import spread_table
 
     spread = spread_table(runs, n_boot=1, with_disagreement=False)
     configs = runs.drop_duplicates("pipeline")
-    decay = configs["l2"] + configs["weight_decay"]
+    configs = configs.assign(decay=configs["l2"] + configs["weight_decay"])
     out = {}
-    for name, (x, y), values in (
-        ("lr_decay", ("lr", "decay"), (configs["lr"], decay)),
-        ("lr_batch_size", ("lr", "batch_size"), (configs["lr"], configs["batch_size"])),
-    ):
-        if values[0].nunique() < 2 or values[1].nunique() < 2:
+    for name, (x, y) in (("lr_decay", ("lr", "decay")), ("lr_batch_size", ("lr", "batch_size"))):
+        spans = configs.groupby("optimizer")[[x, y]].nunique()
+        wide = spans[(spans[x] >= 2) & (spans[y] >= 2)].index
+        if wide.empty:
             notes.append(
-                f"phase diagram {x} x {y} skipped: the sweep has {values[0].nunique()} value(s) of "
-                f"{x} and {values[1].nunique()} of {y} (two or more of each needed)"
+                f"phase diagram {x} x {y} skipped: no optimizer's pipelines span two or more values "
+                f"of both {x} and {y}"
             )
             continue
-        out[name] = phase_table(runs, spread, x, y)
+        table = phase_table(runs, spread, x, y)
+        out[name] = table[table["optimizer"].isin(wide)].reset_index(drop=True)
     return out
 
 

@@ -235,8 +235,10 @@ def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame
         hi_run = group.loc[group["alpha"].idxmax()]
         lo = layers[layers["hash"] == lo_run["hash"]].set_index(["layer", "epoch"])
         hi = layers[layers["hash"] == hi_run["hash"]].set_index(["layer", "epoch"])
-        joined = lo[["weight_norm"]].join(
-            hi[["weight_norm"]], how="inner", lsuffix="_lo", rsuffix="_hi"
+        joined = (
+            lo[["weight_norm"]]
+            .add_suffix("_lo")
+            .join(hi[["weight_norm"]].add_suffix("_hi"), how="inner")
         )
         if joined.empty:
             continue

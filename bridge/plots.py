@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from initmem.bridge import predict
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN
 
@@ -187,10 +188,9 @@ def plot_measured_vs_predicted(report, path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(5.2, 4.8))
     for _, row in both.iterrows():
         mean = row["layer"] == SCALE_INVARIANT_MEAN
-        value = row["tau_steps"] if row["forgotten"] else row["t_span_steps"]
         ax.scatter(
             row["pred_tau_fit_steps"],
-            value,
+            row["tau_fit_steps"],
             marker="o" if row["forgotten"] else "^",
             facecolors=colors[row["pipeline"]] if row["forgotten"] else "none",
             edgecolors=colors[row["pipeline"]],
@@ -198,6 +198,8 @@ def plot_measured_vs_predicted(report, path: Path) -> bool:
             alpha=1.0 if mean else 0.45,
             label=labels.get(row["pipeline"]) if mean else None,
         )
+    for span in both["t_span_steps"].unique():
+        ax.axhline(span, color="grey", lw=0.6, ls="--")
     lo = min(both["pred_tau_fit_steps"].min(), both["tau_fit_steps"].min())
     hi = max(both["pred_tau_fit_steps"].max(), both["tau_fit_steps"].max())
     line = np.geomspace(lo / 2, hi * 2, 10)
@@ -219,7 +221,11 @@ def plot_measured_vs_predicted(report, path: Path) -> bool:
     ax.set_yscale("log")
     ax.set_xlabel("predicted forgetting time (steps, normalized-weight law)")
     ax.set_ylabel("measured forgetting time (steps)")
-    ax.set_title("norm memory: big = layer mean, small = layers; ^ = lower bound", fontsize=9)
+    ax.set_title(
+        "big: layer mean, small: layers; open ^: not forgotten within the run\n"
+        "(extrapolated fit; dashed: run length)",
+        fontsize=8,
+    )
     ax.legend(fontsize=7)
     _save(fig, path)
     return True

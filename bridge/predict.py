@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 import pandas as pd
+
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN, fit_decay_time
 from initmem.empirical.config import RunConfig
 from initmem.theory import normalized

@@ -44,6 +44,14 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(len(list(proc.iterdir())))] if proc.is_dir() else []
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: a SLURM allocation, a container), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 # ====================================================================== local: a process pool
 def run_local(
     tasks: list[dict[str, Any]],
@@ -67,7 +75,7 @@ def run_local(
     gpus = visible_gpus()
     workers = workers or (len(gpus) * runs_per_gpu if gpus else 1)
     workers = min(workers, len(tasks))
-    cpus = cpus or os.cpu_count() or 1
+    cpus = cpus or available_cpus()
     threads = max(1, cpus // workers)
     queue = deque(tasks)
     context = multiprocessing.get_context("spawn")
@@ -259,4 +267,12 @@ def run_ray(
             ray.shutdown()
 
 
-__all__ = ["get_backend", "gpu_for_slot", "run_local", "run_ray", "run_submitit", "visible_gpus"]
+__all__ = [
+    "available_cpus",
+    "get_backend",
+    "gpu_for_slot",
+    "run_local",
+    "run_ray",
+    "run_submitit",
+    "visible_gpus",
+]

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from initmem.empirical.config import NON_HASHED_FIELDS, RunConfig, config_hash
 from initmem.empirical.sweep import read_manifest, read_result, run_state
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from initmem.empirical.memory import (
     accuracy_table,
     load_epochs,

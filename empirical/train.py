@@ -404,9 +404,9 @@ def train(
     that already holds a run (:class:`RunFolderError`). A folder holding a different config (another
     hash) is always refused.
 
-    ``data``: splits already loaded for this config (saves reloading in a sweep); ``download``: let
-    torchvision fetch a missing data set (None: unless ``INITMEM_OFFLINE=1``); ``callback(record)`` is called after each evaluation (and its
-    checkpoint), e.g. to stop a run from outside by raising.
+    ``data``: splits already loaded for this config (saves reloading in a sweep). ``download``: let
+    torchvision fetch a missing data set (None: unless ``INITMEM_OFFLINE=1``). ``callback(record)``
+    is called after each evaluation and its checkpoint, e.g. to stop a run from outside by raising.
     """
     config.validate()
     files = RunFiles(config.out_dir)
@@ -414,10 +414,10 @@ def train(
     if files.path("result.json").is_file():
         return load_result(config.out_dir)
 
+    started = time.perf_counter()  # wall time counts data loading and model building too
     trainer = Trainer(config, data, download=download)
     best = _Best()
     clock_offset = 0.0
-    started = time.perf_counter()
     if files.path("last.pt").is_file():
         state = files.load_torch("last.pt")
         trainer.load_state_dict(state["trainer"])

@@ -6,9 +6,9 @@ import json
 import textwrap
 
 import pytest
-from initmem.empirical.sweep import read_manifest
 
 from initmem.cli import main
+from initmem.empirical.sweep import read_manifest
 
 FAKE = "tests.empirical.test_sweep:fake_train"
 SWEEP = """

@@ -5,9 +5,9 @@ import json
 
 import pytest
 import torch
-from initmem.empirical.data import write_cifar10_fixture
 
 from initmem.cli import train as train_cli
+from initmem.empirical.data import write_cifar10_fixture
 
 
 @pytest.fixture

@@ -111,7 +111,8 @@ def write_synthetic_sweep(
                 run_dir.mkdir(parents=True)
                 cfg = cfg.replace(out_dir=str(run_dir.resolve()))
                 layers = _layer_table(p, alpha, n0, steps, epochs, rng, noise, norms)
-                gap = 0.1 * np.log(alpha / min(alphas)) / np.log(max(alphas) / min(alphas))
+                span = np.log(max(alphas) / min(alphas))
+                gap = 0.1 * np.log(alpha / min(alphas)) / span if span > 0 else 0.0
                 test_acc = 0.8 - gap * np.exp(-steps / p.tau_acc)
                 test_acc = test_acc + noise * rng.standard_normal(steps.size)
                 metrics = pd.DataFrame(
@@ -131,7 +132,9 @@ def write_synthetic_sweep(
                         "weight_norm": 10.0,
                         "dist_from_init": 0.0,
                         "norm_sq_decay": np.where(
-                            epochs == 0, np.nan, (1 - p.lr * p.weight_decay) ** (2 * STEPS_PER_EPOCH)
+                            epochs == 0,
+                            np.nan,
+                            (1 - p.lr * p.weight_decay) ** (2 * STEPS_PER_EPOCH),
                         ),
                         "wall_time": epochs.astype(float),
                     }

@@ -1,6 +1,7 @@
 """Shared fixtures for the empirical tests: the tiny real CIFAR-10 fixture and tiny run configs."""
 
 import pytest
+
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import write_cifar10_fixture
 

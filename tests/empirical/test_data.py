@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import (
     CIFAR10_FOLDER,

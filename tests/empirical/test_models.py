@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from initmem.empirical.config import RunConfig
 from initmem.empirical.models import (
     apply_init_scale,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from initmem.empirical.memory import accuracy_table, load_sweep, spread_table
 from initmem.empirical.report import write_report
-
 from tests.empirical.test_memory import make_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

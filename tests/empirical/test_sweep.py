@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import (
     SweepError,
@@ -443,9 +444,9 @@ def test_runs_per_gpu_pins_each_worker_to_one_gpu(tmp_path, monkeypatch):
     assert status.completed == 8
     seen = [json.loads((r.run_dir(out) / "result.json").read_text()) for r in read_manifest(out)]
     assert {s["env_gpu"] for s in seen} <= {"0", "1"}  # 4 workers (2 GPUs x 2), one GPU each
-    cpus = os.cpu_count() or 1
-    assert {s["env_threads"] for s in seen} == {str(max(1, cpus // 4))}
-    from initmem.empirical.backends import gpu_for_slot
+    from initmem.empirical.backends import available_cpus, gpu_for_slot
+
+    assert {s["env_threads"] for s in seen} == {str(max(1, available_cpus() // 4))}
 
     assert [gpu_for_slot(slot, ["0", "1"], 2) for slot in range(4)] == ["0", "0", "1", "1"]
     assert [gpu_for_slot(slot, ["3"], 3) for slot in range(3)] == ["3", "3", "3"]
@@ -520,3 +521,14 @@ def test_cached_data_gives_the_numbers_of_a_fresh_run(tmp_path):
 
 def journal_records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.gpu
+def test_runs_share_a_gpu(tmp_path, importable):
+    from initmem.empirical.data import write_cifar10_fixture
+
+    write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
+    text = TINY.format(data=tmp_path / "data").replace('device = "cpu"', 'device = "cuda"')
+    sweep = write_sweep(tmp_path, text)
+    status = run_sweep(sweep, tmp_path / "out", runs_per_gpu=2, progress=False)
+    assert (status.completed, status.failed) == (2, 0), status.failures

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import load_splits
 from initmem.empirical.models import build_model

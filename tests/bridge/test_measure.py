@@ -1,0 +1,125 @@
+"""Measured forgetting times against curves with known e-fold times (closed form vs estimator)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from initmem.bridge.measure import (
+    SCALE_INVARIANT_MEAN,
+    SweepError,
+    bootstrap_decay,
+    disagreement_curves,
+    fit_decay_time,
+    function_forgetting_times,
+    load_logs,
+    norm_forgetting_times,
+    norm_memory_curves,
+    prepare_runs,
+    require_alphas,
+)
+from initmem.empirical.memory import load_sweep
+from tests.bridge.synthetic import known_pipelines, write_synthetic_sweep
+
+T = np.linspace(0.0, 1200.0, 31)
+
+
+@pytest.mark.parametrize("tau", [40.0, 300.0, 1000.0])
+def test_fit_recovers_exact_exponential(tau):
+    fit = fit_decay_time(T, np.exp(-T / tau))
+    assert fit.tau == pytest.approx(tau, rel=1e-4)
+    assert fit.forgotten and fit.reported == fit.tau
+    assert fit.r2 == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("tau", [100.0, 500.0])
+def test_fit_with_noise_within_five_percent(tau):
+    rng = np.random.default_rng(0)
+    fit = fit_decay_time(T, np.exp(-T / tau) + 0.01 * rng.standard_normal(T.size))
+    assert fit.tau == pytest.approx(tau, rel=0.05)
+
+
+def test_not_forgotten_is_a_lower_bound():
+    fit = fit_decay_time(T, np.exp(-T / 5000.0))
+    assert not fit.forgotten
+    assert fit.reported == 1200.0  # the run's span: tau > 1200 steps
+    assert fit.tau == pytest.approx(5000.0, rel=1e-3)  # the extrapolated fit is still there
+    flat = fit_decay_time(T, np.ones_like(T))
+    assert flat.tau == np.inf and not flat.forgotten
+
+
+def test_fit_rejects_bad_input():
+    with pytest.raises(ValueError, match="t must be >= 0"):
+        fit_decay_time(np.array([-1.0, 1.0]), np.array([1.0, 0.5]))
+    with pytest.raises(ValueError, match="one shape"):
+        fit_decay_time(np.arange(3.0), np.ones(4))
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_decay(T, np.ones((2, T.size)), level=1.5)
+
+
+def test_bootstrap_interval_covers_truth():
+    rng = np.random.default_rng(1)
+    tau = 250.0
+    curves = np.exp(-T / tau)[None, :] + 0.03 * rng.standard_normal((6, T.size))
+    result = bootstrap_decay(T, curves, n_boot=200, seed=0)
+    assert result["tau_lo"] <= tau <= result["tau_hi"]
+    assert result["tau_hi"] / result["tau_lo"] < 1.3
+    single = bootstrap_decay(T, curves[:1], n_boot=50)
+    assert np.isnan(single["tau_lo"]) and single["n_seeds"] == 1
+
+
+@pytest.fixture(scope="module")
+def synthetic(synthetic_sweep):
+    runs = prepare_runs(load_sweep(synthetic_sweep))
+    epochs, layers = load_logs(runs)
+    truth = {
+        runs.loc[(runs["lr"] == p.lr) & (runs["weight_decay"] == p.weight_decay), "pipeline"].iloc[
+            0
+        ]: p
+        for p in known_pipelines()
+    }
+    return runs, epochs, layers, truth
+
+
+def test_norm_memory_recovers_known_times(synthetic):
+    runs, _, layers, truth = synthetic
+    curves = norm_memory_curves(runs, layers)
+    assert "head.weight" not in set(curves["layer"])  # alpha does not scale it
+    assert SCALE_INVARIANT_MEAN in set(curves["layer"])
+    first = curves[curves["epoch"] == 0]
+    np.testing.assert_allclose(first["memory"], 1.0)
+    np.testing.assert_allclose(first["log_ratio"], np.log(4.0), rtol=1e-12)
+    times = norm_forgetting_times(curves, n_boot=30)
+    assert len(times) == 5 * 4  # 3 scaled layers + their scale-invariant mean, per pipeline
+    for _, row in times.iterrows():
+        tau = truth[row["pipeline"]].tau_norm
+        assert row["forgotten"]
+        assert row["tau_steps"] == pytest.approx(tau, rel=0.03)
+        assert row["tau_epochs"] == pytest.approx(row["tau_steps"] / 40)
+        assert row["tau_lo_steps"] <= row["tau_steps"] <= row["tau_hi_steps"]
+
+
+def test_function_memory_recovers_known_times(synthetic):
+    runs, epochs, _, truth = synthetic
+    dis = disagreement_curves(runs)
+    times = function_forgetting_times(runs, epochs, dis, n_boot=30)
+    assert set(times["memory"]) == {"spread", "disagreement"}
+    for _, row in times.iterrows():
+        p = truth[row["pipeline"]]
+        tau = p.tau_acc if row["memory"] == "spread" else p.tau_dis
+        tolerance = 0.15 if row["memory"] == "spread" else 0.05  # spread: 0.3 pp noise on 10 pp
+        assert row["start_step"] == 40  # the first evaluation after learning
+        assert row["tau_steps"] == pytest.approx(tau, rel=tolerance)
+
+
+def test_one_alpha_is_a_clear_error(tmp_path):
+    root = write_synthetic_sweep(tmp_path, known_pipelines()[:1], alphas=(1.0,), seeds=(0,))
+    runs = prepare_runs(load_sweep(root))
+    with pytest.raises(SweepError, match="only one alpha"):
+        require_alphas(runs)
+
+
+def test_prepare_runs_needs_run_table():
+    with pytest.raises(SweepError, match="no runs"):
+        prepare_runs(pd.DataFrame())
+    with pytest.raises(SweepError, match="run_dir"):
+        prepare_runs(pd.DataFrame({"alpha": [1.0], "seed": [0], "hash": ["x"]}))

@@ -1,0 +1,49 @@
+"""``initmem bridge DIR``: tables and figures for a sweep folder, and clear errors."""
+
+import pandas as pd
+import pytest
+
+from initmem.cli import main
+from tests.bridge.synthetic import known_pipelines, write_synthetic_sweep
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    return write_synthetic_sweep(
+        tmp_path_factory.mktemp("cli_sweep"), known_pipelines()[:3], seeds=(0, 1)
+    )
+
+
+def test_bridge_writes_fit_and_units(sweep, tmp_path, capsys):
+    out = tmp_path / "bridge"
+    assert main(["bridge", str(sweep), "--out", str(out), "--n-boot", "10"]) == 0
+    printed = capsys.readouterr().out
+    assert "norm-memory forgetting time" in printed and "unit of forgetting" in printed
+    fits = pd.read_csv(out / "fit.csv")
+    assert {"relation", "slope", "intercept", "r2"} <= set(fits.columns)
+    # 3 pipelines with norm times 4 / (lr wd): the norm ~ accumulated fit has slope near 1
+    row = fits[(fits["measured"] == "norm") & (fits["predicted"] == "accumulated")].iloc[-1]
+    assert row["slope"] == pytest.approx(1.0, abs=0.15)
+    units = pd.read_csv(out / "units.csv")
+    assert {"unit", "r2", "memory"} <= set(units.columns)
+    assert {"epochs", "steps", "explicit", "sgd_noise", "accumulated"} <= set(units["unit"])
+    assert (out / "report.md").is_file() and (out / "norm_memory.png").is_file()
+
+
+def test_default_out_is_inside_the_sweep(sweep, capsys):
+    assert main(["bridge", str(sweep), "--n-boot", "0", "--no-figures"]) == 0
+    assert (sweep / "bridge" / "units.csv").is_file()
+    assert not list((sweep / "bridge").glob("*.png"))
+
+
+def test_one_alpha_says_what_is_missing(tmp_path, capsys):
+    root = write_synthetic_sweep(tmp_path / "s", known_pipelines()[:1], alphas=(1.0,), seeds=(0,))
+    assert main(["bridge", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "only one alpha" in err and "add a second alpha" in err
+
+
+def test_not_a_sweep_folder(tmp_path, capsys):
+    assert main(["bridge", str(tmp_path)]) == 2
+    assert "not a sweep folder" in capsys.readouterr().err
+    assert main(["bridge", str(tmp_path), "--n-boot", "-1"]) == 2
