@@ -123,7 +123,7 @@ class RunConfig:
     seed: int = 0
     eval_every: int = 1
     checkpoint_every: int = 1
-    eval_batch_size: int = 1024
+    eval_batch_size: int = 256
     track_grad_norms: bool = True
     save_predictions: bool = True
     max_weight_norm: float = 1e6
