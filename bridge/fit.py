@@ -193,8 +193,12 @@ def unit_comparison(points: pd.DataFrame, units=None) -> pd.DataFrame:
     return table
 
 
-def unit_verdict(units: pd.DataFrame) -> list[str]:
-    """One sentence per memory: which unit collapses the pipelines, against epochs."""
+def unit_verdict(units: pd.DataFrame, good: float = 0.5) -> list[str]:
+    """One sentence per memory: which unit collapses the pipelines, against epochs.
+
+    A unit "collapses" the pipelines when its R^2 is at least ``good``; below that for every unit the
+    sentence says that none does (the memory is then mostly noise, or no single unit describes it).
+    """
     lines = []
     for memory, group in units.groupby("memory", sort=False):
         group = group.set_index("unit")
@@ -206,12 +210,18 @@ def unit_verdict(units: pd.DataFrame) -> list[str]:
         best = group["r2"].idxmax()
         acc = group["r2"].get("accumulated", np.nan)
         epochs = group["r2"].get("epochs", np.nan)
+        scores = (
+            f"accumulated regularization R^2 = {acc:.3f}, epochs R^2 = {epochs:.3f}; best "
+            f"'{best}' R^2 = {group['r2'][best]:.3f} (leave-one-pipeline-out isotonic R^2 = "
+            f"{group['r2_cv'][best]:.3f})"
+        )
+        if group["r2"][best] < good:
+            lines.append(f"{memory}: no unit collapses the pipelines ({scores}).")
+            continue
         better = "a better" if acc > epochs else "not a better"
         lines.append(
-            f"{memory}: accumulated regularization R^2 = {acc:.3f} vs epochs R^2 = {epochs:.3f} "
-            f"(accumulated regularization is {better} unit of forgetting than epoch count); "
-            f"the unit that collapses the pipelines best is '{best}' (R^2 = {group['r2'][best]:.3f}, "
-            f"leave-one-pipeline-out isotonic R^2 = {group['r2_cv'][best]:.3f})."
+            f"{memory}: accumulated regularization is {better} unit of forgetting than epoch count "
+            f"({scores})."
         )
     return lines
 
@@ -330,8 +340,9 @@ class BridgeReport:
             lines.append("norm-memory forgetting time (steps; '>' = not forgotten within the run):")
             for _, row in self.pipelines.iterrows():
                 lines.append(
-                    f"  {row['label']}: measured {_time(row, 'tau_steps', 'forgotten')}, "
-                    f"law {_time(row, 'pred_tau_steps', 'pred_forgotten')}, "
+                    f"  {row['label']}: measured "
+                    f"{_time(row, 'tau_steps', 'forgotten', 'tau_fit_steps')}, law "
+                    f"{_time(row, 'pred_tau_steps', 'pred_forgotten', 'pred_tau_fit_steps')}, "
                     f"accumulated regularization at the end {row['accumulated_end']:.3g}, "
                     f"spread decay {_time(row, 'spread_tau_steps', 'spread_forgotten')}"
                 )
@@ -345,7 +356,7 @@ class BridgeReport:
             )
         main = self.fit[(self.fit["points"] == "all")] if not self.fit.empty else self.fit
         for _, row in main.iterrows():
-            if row["measured"] in ("norm", "spread") and np.isfinite(row["slope"]):
+            if row["measured"] in ("norm", "spread") and row["n"] >= 3:
                 lines.append(
                     f"fit ln({row['measured']} time) ~ ln({row['predicted']} time): slope "
                     f"{row['slope']:.2f}, intercept {row['intercept']:.2f}, R^2 {row['r2']:.2f} "
@@ -406,11 +417,15 @@ def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
     return "\n".join([header, rule, *body])
 
 
-def _time(row, column: str, forgotten: str) -> str:
+def _time(row, column: str, forgotten: str, fitted: str | None = None) -> str:
+    """``tau``, or ``> span (fit tau)`` when not forgotten within the run; ``–`` when unmeasured."""
     value = row.get(column, np.nan)
     if value is None or not np.isfinite(value):
         return "–"
-    return f"{value:.3g}" if bool(row.get(forgotten, True)) else f"> {value:.3g}"
+    if bool(row.get(forgotten, True)):
+        return f"{value:.3g}"
+    extrapolated = row.get(fitted, np.nan) if fitted else np.nan
+    return f"> {value:.3g}" + (f" (fit {extrapolated:.3g})" if np.isfinite(extrapolated) else "")
 
 
 # ----------------------------------------------------------------------------------- the driver

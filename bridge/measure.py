@@ -410,86 +410,79 @@ def function_forgetting_times(
     """
     acc = accuracy_table(runs, epochs)
     val = accuracy_table(runs, epochs, "val_acc") if "val_acc" in epochs else None
+    options = dict(n_boot=n_boot, level=level, seed=seed)
     rows = []
     for pipeline, group in acc.groupby("pipeline"):
         if group["alpha"].nunique() < 2:
             continue
+        learned = learned_step(val[val["pipeline"] == pipeline] if val is not None else group)
+        per_epoch = _steps_per_epoch(group)
         cube = group.pivot_table(index=["seed", "alpha"], columns="step", values="test_acc")
-        steps = cube.columns.to_numpy(dtype=np.float64)
         seeds = cube.index.get_level_values("seed").unique()
         alphas = cube.index.get_level_values("alpha").unique()
         full = pd.MultiIndex.from_product([seeds, alphas], names=["seed", "alpha"])
-        stack = cube.reindex(full).to_numpy().reshape(len(seeds), len(alphas), len(steps))
-        stack = np.moveaxis(stack, 2, 1)  # (seed, step, alpha)
-        learned = learned_step(val[val["pipeline"] == pipeline] if val is not None else group)
-        spread = 100.0 * np.ptp(np.nanmean(stack, axis=0), axis=1)
-        window = _window(steps, spread, learned)
-        if window is not None:
-            start = window[0]
-
-            def reduce_spread(sample, start=start):
-                curve = 100.0 * np.ptp(np.nanmean(sample, axis=0), axis=1)
-                return curve[start:] / curve[start] if curve[start] > 0 else curve[start:] * np.nan
-
-            rows.append(
-                _function_row(
-                    pipeline,
-                    "spread",
-                    steps,
-                    spread,
-                    start,
-                    stack,
-                    reduce_spread,
-                    group,
-                    n_boot,
-                    level,
-                    seed,
-                )
+        stack = cube.reindex(full).to_numpy().reshape(len(seeds), len(alphas), cube.shape[1])
+        steps = cube.columns.to_numpy(dtype=np.float64)
+        rows.append(
+            _function_decay(
+                pipeline,
+                "spread",
+                steps,
+                np.moveaxis(stack, 2, 1),
+                _spread_of,
+                learned,
+                per_epoch,
+                options,
             )
+        )
         if disagreement is None or disagreement.empty:
             continue
         dis = disagreement[disagreement["pipeline"] == pipeline]
         if dis.empty:
             continue
-        step_of = group.groupby("epoch")["step"].first()
-        dis_table = dis.pivot_table(index="seed", columns="epoch", values="disagreement")
-        dis_steps = step_of.reindex(dis_table.columns).to_numpy(dtype=np.float64)
-        dis_stack = dis_table.to_numpy()[:, :, None]  # (seed, step, 1)
-        dis_mean = np.nanmean(dis_stack[:, :, 0], axis=0)
-        window = _window(dis_steps, dis_mean, learned)
-        if window is None:
-            continue
-        start = window[0]
-
-        def reduce_dis(sample, start=start):
-            curve = np.nanmean(sample[:, :, 0], axis=0)
-            return curve[start:] / curve[start] if curve[start] > 0 else curve[start:] * np.nan
-
+        table = dis.pivot_table(index="seed", columns="epoch", values="disagreement")
+        dis_steps = group.groupby("epoch")["step"].first().reindex(table.columns).to_numpy(float)
         rows.append(
-            _function_row(
+            _function_decay(
                 pipeline,
                 "disagreement",
                 dis_steps,
-                dis_mean,
-                start,
-                dis_stack,
-                reduce_dis,
-                group,
-                n_boot,
-                level,
-                seed,
+                table.to_numpy()[:, :, None],
+                _mean_of,
+                learned,
+                per_epoch,
+                options,
             )
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame([row for row in rows if row is not None])
 
 
-def _function_row(pipeline, memory, steps, curve, start, stack, reduce, group, n_boot, level, seed):
+def _spread_of(sample: np.ndarray) -> np.ndarray:
+    """Spread (pp) over alphas of the seed-mean accuracy: (seed, step, alpha) -> (step,)."""
+    return 100.0 * np.ptp(np.nanmean(sample, axis=0), axis=1)
+
+
+def _mean_of(sample: np.ndarray) -> np.ndarray:
+    """Seed mean of a one-column stack: (seed, step, 1) -> (step,)."""
+    return np.nanmean(sample[:, :, 0], axis=0)
+
+
+def _function_decay(pipeline, memory, steps, stack, curve_of, learned, per_epoch, options):
+    """One row of :func:`function_forgetting_times`, or None when the window is too short."""
+    curve = curve_of(stack)
+    window = _window(steps, curve, learned)
+    if window is None:
+        return None
+    start = window[0]
     t = steps[start:] - steps[start]
-    if curve[start] > 0 and t.size > 1:
-        result = bootstrap_decay(
-            t, stack[:, :, :], n_boot=n_boot, level=level, seed=seed, reduce=reduce
-        )
-    else:  # nothing to decay from: no memory at the start of the window
+    if curve[start] > 0:
+
+        def reduce(sample):
+            part = curve_of(sample)[start:]
+            return part / part[0] if part[0] > 0 else part * np.nan
+
+        result = bootstrap_decay(t, stack, reduce=reduce, **options)
+    else:  # no memory left at the start of the window: forgotten by then
         result = dict(tau=0.0, tau_fit=0.0, tau_lo=np.nan, tau_hi=np.nan, t_span=float(t.max()))
         result.update(forgotten=True, r2=np.nan, n_seeds=stack.shape[0])
     return {
@@ -499,7 +492,7 @@ def _function_row(pipeline, memory, steps, curve, start, stack, reduce, group, n
         "value_start": float(curve[start]),
         "value_end": float(curve[-1]),
         **_in_steps(result),
-        "tau_epochs": result["tau"] / _steps_per_epoch(group),
+        "tau_epochs": result["tau"] / per_epoch,
     }
 
 

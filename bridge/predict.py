@@ -19,16 +19,20 @@ Three kinds of prediction, all in optimizer steps:
   ``|w_end|^2 = (prod_t c_t^2) |w_start|^2 + d`` with ``d`` the logged ``norm_sq_drift``; the product is
   rebuilt here from the schedule. BatchNorm's eps breaks invariance slightly: 1% is the bar.
 
-The combined unit, **accumulated regularization**, is (stated definition, per step, summed)::
+The candidate units of forgetting (:data:`UNITS`; per step, summed; each defined the same way for
+every optimizer, ``mu`` the heavy-ball momentum of SGD and RMSprop, 0 for Adam and AdamW)::
 
+    epochs, steps
     explicit:  lr_t * (l2 / (1 - mu) + weight_decay)    (coupled L2 rides the momentum buffer)
-    sgd_noise: (lr_t / (1 - mu))^2 / b                   (SGD and RMSprop; the paper's eta^2 T / b)
-    adam:      (lr_t / (1 - mu_rms))^2 * d / |w_0|^2     (Adam, AdamW, RMSprop: the norm growth per step
-                                                          relative to the alpha = 1 init norm; mean of
-                                                          d / |w_0|^2 over the scaled BN-followed convs)
-    accumulated = explicit + sgd_noise (SGD) or explicit + adam (Adam-family)
+    sgd_noise: (lr_t / (1 - mu))^2 / b                   (the paper's eta^2 T / b)
+    adam:      (lr_t / (1 - mu))^2 * d / |w_0|^2         (an adaptive step grows |w|^2 by lr^2 per
+                                                          coordinate: the growth relative to the
+                                                          alpha = 1 init norm, d / |w_0|^2 read from
+                                                          the logs, mean over the scaled BN convs)
+    accumulated = explicit + sgd_noise (SGD) or explicit + adam (Adam, AdamW, RMSprop)
 
-where ``mu`` is the heavy-ball momentum (SGD, RMSprop) and ``d / |w_0|^2`` is read from the logs.
+``accumulated`` is this module's definition of *accumulated regularization*, the unit the paper
+proposes; the phase diagrams draw its level 1.
 """
 
 from __future__ import annotations
@@ -50,8 +54,8 @@ UNIT_DEFINITIONS = {
     "steps": "optimizer steps",
     "explicit": "sum_t lr_t (l2 / (1 - mu) + weight_decay)",
     "sgd_noise": "sum_t (lr_t / (1 - mu))^2 / batch_size",
-    "adam": "sum_t lr_t^2 d / |w_0|^2 (Adam-family; 0 for SGD)",
-    "accumulated": "explicit + sgd_noise (SGD) or explicit + adam (Adam-family)",
+    "adam": "sum_t (lr_t / (1 - mu))^2 d / |w_0|^2 (|w_0| at alpha = 1)",
+    "accumulated": "explicit + sgd_noise (SGD) or explicit + adam (Adam, AdamW, RMSprop)",
     "theory": "-ln(norm memory predicted by the normalized-weight law)",
 }
 ADAPTIVE = ("adam", "adamw", "rmsprop")
@@ -98,13 +102,10 @@ def _momentum(config: RunConfig) -> float:
 def unit_increments(config: RunConfig, inv_init_sq_per_coord: float = np.nan) -> pd.DataFrame:
     """Per-step increments of every unit of :data:`UNITS` for one config (one row per step).
 
-    The summands of :func:`initmem.theory.schedule.accumulated_regularization` for the run's schedule
-    with the effective rate ``lr_t / (1 - mu)`` (``mu`` SGD's or RMSprop's momentum, 0 for Adam and
-    AdamW) and decay ``(1 - mu) l2 / (1 - mu) + ...``, i.e. ``explicit = lr_t (l2 / (1 - mu) + wd)``,
-    ``sgd_noise = (lr_t / (1 - mu))^2 / b`` and ``adam = (lr_t / (1 - mu))^2 d / |w_0|^2`` (the
-    ``adam`` sum of the theory times ``inv_init_sq_per_coord = d / |w_0|^2`` at alpha = 1). Each unit
-    is defined the same way for every optimizer; ``accumulated`` picks ``sgd_noise`` for SGD and
-    ``adam`` for the Adam family (module docstring).
+    Module docstring for the definitions. With ``eta_t = lr_t / (1 - mu)`` these are the summands of
+    :func:`initmem.theory.schedule.accumulated_regularization` applied to ``eta_t`` with decay
+    ``l2 + (1 - mu) weight_decay`` (``explicit``), its ``sgd_noise``, and its ``adam`` times
+    ``inv_init_sq_per_coord`` (``d / |w_0|^2`` at alpha = 1; NaN leaves ``adam`` undefined).
     """
     lrs = step_lrs(config)
     mu = _momentum(config)
@@ -216,12 +217,14 @@ def identity_check(runs: pd.DataFrame, epochs: pd.DataFrame, layers: pd.DataFram
     For each SGD run without momentum, each scale-invariant layer and each evaluation interval:
     ``predicted = (prod_t c_t^2) |w_start|^2 + norm_sq_drift``, ``c_t = 1 - lr_t (l2 + weight_decay)``
     over the interval's steps (rebuilt from the schedule), against the logged ``|w_end|^2``. Returns
-    one row per (run, layer): ``max_rel_error`` over intervals, ``n_intervals``, and ``decay_rel_error``
-    (largest relative gap between the rebuilt product and the logged ``norm_sq_decay``, where logged).
+    one row per (run, layer): ``max_rel_error`` over intervals, ``n_intervals``, ``decay_rel_error``
+    (largest relative gap between the rebuilt product and the logged ``norm_sq_decay``, where logged)
+    and ``max_eff_lr`` (largest ``lr / |w|^2`` logged: BatchNorm's eps breaks scale invariance most
+    where the norm is small, i.e. where the effective learning rate is large).
     Runs of other optimizers, and runs without gradient tracking, are left out.
     """
     columns = ["hash", "pipeline", "alpha", "seed", "layer", "n_intervals", "max_rel_error"]
-    columns += ["decay_rel_error"]
+    columns += ["decay_rel_error", "max_eff_lr"]
     eligible = runs[(runs["optimizer"] == "sgd") & (runs["momentum"] == 0)]
     rows = []
     for _, run in eligible.iterrows():
@@ -257,6 +260,7 @@ def identity_check(runs: pd.DataFrame, epochs: pd.DataFrame, layers: pd.DataFram
                     "n_intervals": int(error.size),
                     "max_rel_error": float(error.max()),
                     "decay_rel_error": decay_error,
+                    "max_eff_lr": float(group["eff_lr"].max()) if "eff_lr" in group else np.nan,
                 }
             )
     return pd.DataFrame(rows, columns=columns)

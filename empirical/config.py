@@ -53,7 +53,7 @@ TEST_POOL_SIZES = {
 DEFAULT_VAL_FRACTION = 0.2
 
 #: Fields that do not change a run's numbers: left out of the content hash.
-NON_HASHED_FIELDS = ("out_dir", "data_dir", "quiet", "checkpoint_every")
+NON_HASHED_FIELDS = ("out_dir", "data_dir", "quiet", "checkpoint_every", "eval_batch_size")
 
 
 class ConfigError(ValueError):

@@ -679,6 +679,8 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     counts = {"diverged": 0, "failed": 0, "locked": 0}
+    by_hash = {r.hash: r for r in runs}
+    axes = list(dict.fromkeys([*spec.grid, *(k for v in spec.variants for k in v.grid)]))
     bar = tqdm(
         total=len(runs),
         initial=len(runs) - len(todo),
@@ -702,6 +704,8 @@ def run_sweep(
                 counts[outcome["status"]] += 1
             if outcome["status"] != "locked":
                 bar.update(1)
+                if progress:
+                    bar.write(_outcome_line(outcome, by_hash[outcome["hash"]], axes, sweep_dir))
             postfix = {"diverged": counts["diverged"], "failed": counts["failed"]}
             if counts["locked"]:
                 postfix["running elsewhere"] = counts["locked"]
@@ -709,6 +713,22 @@ def run_sweep(
     finally:
         bar.close()
     return sweep_status(sweep_dir)
+
+
+def _outcome_line(
+    outcome: dict[str, Any], run: SweepRun, axes: list[str], sweep_dir: str | Path
+) -> str:
+    """One line per finished run: status, variant, grid point, test / train accuracy of the result."""
+    point = " ".join(f"{k}={getattr(run.config, k)}" for k in axes)
+    line = f"{outcome['status']:<9} {run.variant} {point}"
+    if outcome["status"] == "failed":
+        return f"{line}: {outcome.get('message', '')}"
+    result = read_result(run.run_dir(sweep_dir)) or {}
+    test, train = result.get("test_acc"), result.get("final_train_acc")
+    if isinstance(test, (int, float)) and isinstance(train, (int, float)):
+        line += f": test {100 * test:.1f}%, train {100 * train:.1f}%"
+    wall = outcome.get("wall_s")
+    return line + (f" ({wall:.0f} s)" if isinstance(wall, (int, float)) else "")
 
 
 __all__ = [

@@ -61,6 +61,18 @@ class Divergence:
     reason: str
 
 
+@dataclass
+class EpochPlan:
+    """One epoch's work: ``steps`` optimizer steps over ``batches`` (steps x batch_size training
+    indices, on the device); ``losses`` collects each step's loss; ``first_step`` counts the steps
+    done before it."""
+
+    steps: int
+    batches: torch.Tensor
+    losses: torch.Tensor
+    first_step: int
+
+
 def resolve_device(device: str) -> torch.device:
     """``auto`` -> CUDA if available, else the CPU."""
     if device == "auto":
@@ -128,41 +140,71 @@ class Trainer:
     def train_epoch(self) -> Divergence | None:
         """One pass over the training split (fewer steps in a final partial epoch of a step-length run).
         Returns a :class:`Divergence` if the run must stop, else None."""
+        plan = self.start_epoch()
+        for i in range(plan.steps):
+            lr = self.next_lr()
+            loss, correct = self._train_step(plan.batches[i], lr)
+            divergence = self.record_step(plan, i, loss, correct)
+            if divergence is not None:
+                return divergence
+        self.end_epoch(plan)
+        return None
+
+    # The pieces of an epoch, also driven in lock step for several runs by empirical.packing.
+    def start_epoch(self) -> EpochPlan:
+        """This epoch's batches (a seeded permutation of the training split) and loss buffer."""
         cfg = self.config
         steps = min(cfg.steps_per_epoch, cfg.total_steps - self.step)
         order = torch.randperm(len(self.data.train), generator=self.order_generator)
         batches = order[: steps * cfg.batch_size].view(steps, cfg.batch_size).to(self.device)
-        losses = torch.zeros(steps, device=self.device)
-        first_step = self.step
         self.model.train()
-        for i in range(steps):
-            lr = cfg.lr * lr_factor(self.step, cfg)
-            loss, correct = self._train_step(batches[i], lr)
-            losses[i] = loss
-            self.correct += correct
-            self.step += 1
-            if (i + 1) % DIVERGENCE_CHECK_EVERY == 0 or i == steps - 1:
-                divergence = self._check_divergence(losses[: i + 1], first_step)
-                if divergence is not None:
-                    return divergence
-        self.loss_sum += losses.double().sum()
-        self.images_seen += steps * cfg.batch_size
-        self.epoch += 1
-        return None
+        return EpochPlan(steps, batches, torch.zeros(steps, device=self.device), self.step)
 
-    def _train_step(self, batch: torch.Tensor, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
-        cfg = self.config
+    def next_lr(self) -> float:
+        """The learning rate of the next step (the schedule at ``self.step``)."""
+        return self.config.lr * lr_factor(self.step, self.config)
+
+    def next_batch(self, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Images (augmented, in the run's memory format) and labels of the training indices ``batch``."""
         images = self.data.train.images[batch]
         labels = self.data.train.labels[batch]
-        if cfg.augment:
+        if self.config.augment:
             images = augment_batch(images, self.augment_generator)
-        images = images.contiguous(memory_format=self.memory_format)
-        set_lr(self.optimizer, lr)
+        return images.contiguous(memory_format=self.memory_format), labels
+
+    def record_step(
+        self, plan: EpochPlan, i: int, loss: torch.Tensor, correct: torch.Tensor
+    ) -> Divergence | None:
+        """Count step ``i`` of ``plan`` (its loss and correct predictions); every
+        ``DIVERGENCE_CHECK_EVERY`` steps and at the epoch's end, check for divergence."""
+        plan.losses[i] = loss
+        self.correct += correct
+        self.step += 1
+        if (i + 1) % DIVERGENCE_CHECK_EVERY == 0 or i == plan.steps - 1:
+            return self._check_divergence(plan.losses[: i + 1], plan.first_step)
+        return None
+
+    def end_epoch(self, plan: EpochPlan) -> None:
+        self.loss_sum += plan.losses.double().sum()
+        self.images_seen += plan.steps * self.config.batch_size
+        self.epoch += 1
+
+    def _train_step(self, batch: torch.Tensor, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+        images, labels = self.next_batch(batch)
         with self._autocast():
             logits = self.forward(images)
         loss = F.cross_entropy(logits.float(), labels)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self.apply_gradients(lr)
+        correct = (logits.detach().argmax(dim=1) == labels).sum()
+        return loss.detach(), correct
+
+    def apply_gradients(self, lr: float) -> None:
+        """The update from the loss gradients in ``param.grad``: gradient tracking, coupled L2,
+        decoupled decay and the optimizer step, at learning rate ``lr``."""
+        cfg = self.config
+        set_lr(self.optimizer, lr)
         grads = [p.grad for p in self.params]
         if cfg.track_grad_norms:
             self._track_gradients(grads, lr)
@@ -175,8 +217,6 @@ class Trainer:
         self.optimizer.step()
         if self.decoupled is not None:
             self.decoupled.after_step()
-        correct = (logits.detach().argmax(dim=1) == labels).sum()
-        return loss.detach(), correct
 
     def _track_gradients(self, grads: list[torch.Tensor], lr: float) -> None:
         """Per-layer |g_t|^2 (loss gradient, before L2) into the interval sums and the discounted
@@ -395,6 +435,7 @@ def train(
     data: DataSplits | None = None,
     download: bool | None = None,
     callback: Callable[[dict[str, Any]], None] | None = None,
+    trainer: Trainer | None = None,
 ) -> RunResult:
     """Train one run and write its folder ``config.out_dir`` (docs/run-format.md); return its result.
 
@@ -407,6 +448,8 @@ def train(
     ``data``: splits already loaded for this config (saves reloading in a sweep). ``download``: let
     torchvision fetch a missing data set (None: unless ``INITMEM_OFFLINE=1``). ``callback(record)``
     is called after each evaluation and its checkpoint, e.g. to stop a run from outside by raising.
+    ``trainer``: a fresh :class:`Trainer` (or subclass) built for this config, used instead of
+    building one (``empirical.packing`` passes the members of a pack).
     """
     config.validate()
     files = RunFiles(config.out_dir)
@@ -415,7 +458,10 @@ def train(
         return load_result(config.out_dir)
 
     started = time.perf_counter()  # wall time counts data loading and model building too
-    trainer = Trainer(config, data, download=download)
+    if trainer is None:
+        trainer = Trainer(config, data, download=download)
+    elif trainer.config != config or trainer.step != 0:
+        raise ValueError("trainer must be a fresh Trainer built for this config")
     best = _Best()
     clock_offset = 0.0
     if files.path("last.pt").is_file():
@@ -553,6 +599,7 @@ def _cudnn_flags(config: RunConfig, device: torch.device):
 __all__ = [
     "DIVERGENCE_CHECK_EVERY",
     "Divergence",
+    "EpochPlan",
     "RunFolderError",
     "Trainer",
     "resolve_device",

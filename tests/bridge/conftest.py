@@ -59,11 +59,10 @@ def law_sweep(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_sweep(tmp_path_factory):
-    """A real sweep folder: 3 pipelines x 2 alphas, trained in this process (a few seconds)."""
-    from initmem.empirical.sweep import SweepSpec, execute_run, prepare_sweep
+    """A real sweep folder: 3 pipelines x 2 alphas, trained by two worker processes."""
+    from initmem.empirical.sweep import SweepSpec, run_sweep
 
     root = tmp_path_factory.mktemp("tiny_sweep")
-    for run in prepare_sweep(SweepSpec.from_toml(TINY_SWEEP), root):
-        outcome = execute_run(run.task(root))
-        assert outcome["status"] == "completed", outcome
+    status = run_sweep(SweepSpec.from_toml(TINY_SWEEP), root, workers=2, progress=False)
+    assert status.done == 6, status.summary()
     return root

@@ -2,8 +2,11 @@
 
 Tolerance. fp32 on the CPU: a grouped (or vmapped) convolution and a BatchNorm over K x C channels
 sum in another order than K separate ones, so packed and unpacked runs agree to float rounding, which
-SGD carries forward. Over the 8 steps of these tiny runs the differences stay below ``RTOL`` relative
-(``ATOL`` absolute for numbers near zero); accuracies, epochs, steps and statuses must be equal.
+training carries forward and can amplify: at lr 0.05 the tiny networks below are chaotic enough that
+one run in a few drifts apart by 1e-4 to 1e-2 within 8 steps. At ``LR`` = 0.002 (momentum 0.9) the
+differences stayed below 4e-7 relative over 8 steps for 9 seeds x 3 alphas x both modes; the test
+allows ``RTOL`` = 1e-4, relative to the largest magnitude in each tensor (``ATOL`` for all-zero
+ones). Accuracies, predictions, epochs, steps and statuses must be equal.
 """
 
 import json
@@ -24,6 +27,7 @@ from torch import nn
 
 RTOL = 1e-4
 ATOL = 1e-6
+LR = 0.002
 #: alpha and seed of the packed runs (everything else equal).
 RUNS = ((0.5, 0), (2.0, 1), (1.0, 2))
 EXACT_KEYS = ("epoch", "step", "train_acc", "train_eval_acc", "val_acc", "test_acc", "lr")
@@ -31,8 +35,9 @@ EXACT_KEYS = ("epoch", "step", "train_acc", "train_eval_acc", "val_acc", "test_a
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-def assert_close(a, b, where):
-    np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=where)
+def assert_close(actual, desired, where):
+    scale = float(np.max(np.abs(desired))) if np.size(desired) else 0.0
+    np.testing.assert_allclose(actual, desired, rtol=0, atol=max(ATOL, RTOL * scale), err_msg=where)
 
 
 def assert_same_run(solo_dir, packed_dir):
@@ -82,7 +87,7 @@ def solo_runs(tmp_path_factory, fixture_data_dir):
                 width=1 / 16,
                 batch_size=4,
                 epochs=2,
-                lr=0.05,
+                lr=LR,
                 momentum=0.9,
                 eval_batch_size=8,
                 alpha=alpha,
@@ -97,7 +102,7 @@ def solo_runs(tmp_path_factory, fixture_data_dir):
 
 @pytest.mark.parametrize("mode", PACK_MODES)
 def test_packed_runs_write_the_runs_of_unpacked_training(solo_runs, tiny_config, mode):
-    configs = [tiny_config(alpha=alpha, seed=seed) for alpha, seed in RUNS]
+    configs = [tiny_config(alpha=alpha, seed=seed, lr=LR) for alpha, seed in RUNS]
     packed = train_packed(configs, mode=mode)
     for solo, result, config in zip(solo_runs, packed, configs, strict=True):
         assert result.run_dir == config.out_dir
@@ -117,8 +122,10 @@ def test_a_diverging_run_leaves_the_pack_and_the_others_go_on(tiny_config):
     """alpha = 1000 puts the weight norm above max_weight_norm: that run stops at the first check
     (the end of epoch 1), exactly as alone; its pack-mate trains on to the end, exactly as alone."""
     pair = [(1.0, 0), (1000.0, 0)]
-    solo = [train(tiny_config(alpha=a, seed=s, max_weight_norm=500.0)) for a, s in pair]
-    packed = train_packed([tiny_config(alpha=a, seed=s, max_weight_norm=500.0) for a, s in pair])
+    solo = [train(tiny_config(alpha=a, seed=s, lr=LR, max_weight_norm=500.0)) for a, s in pair]
+    packed = train_packed(
+        [tiny_config(alpha=a, seed=s, lr=LR, max_weight_norm=500.0) for a, s in pair]
+    )
     assert [r.status for r in solo] == ["completed", "diverged"]
     for a, b in zip(solo, packed, strict=True):
         assert (b.status, b.steps_run, b.diverged_step, b.epochs_run) == (
@@ -131,8 +138,8 @@ def test_a_diverging_run_leaves_the_pack_and_the_others_go_on(tiny_config):
 
 
 def test_finished_runs_are_returned_and_the_rest_are_trained(solo_runs, tiny_config):
-    finished = tiny_config(alpha=RUNS[0][0], seed=RUNS[0][1], out_dir=solo_runs[0].run_dir)
-    fresh = [tiny_config(alpha=a, seed=s) for a, s in RUNS[1:]]
+    finished = tiny_config(alpha=RUNS[0][0], seed=RUNS[0][1], lr=LR, out_dir=solo_runs[0].run_dir)
+    fresh = [tiny_config(alpha=a, seed=s, lr=LR) for a, s in RUNS[1:]]
     results = train_packed([finished, *fresh])
     assert results[0] == solo_runs[0]
     for solo, result in zip(solo_runs[1:], results[1:], strict=True):
