@@ -71,6 +71,7 @@ SMOKE = GpuSizes(
 def part1_width1(sizes: GpuSizes) -> list[BenchResult]:
     """ResNet-9 at ``sizes.width`` through the real trainer: one entry per (batch, compile)."""
     from gpu_train_check import time_epochs
+
     from initmem.empirical.config import RunConfig
     from initmem.empirical.data import load_splits
 

@@ -82,6 +82,7 @@ def peak_rss_since_reset_mib() -> float:
 def child_torch(sizes: Sizes, workdir: Path) -> dict:
     """Ours, in a fresh process: times, peak memory; writes the kernel to ``workdir/ours.npy``."""
     import torch
+
     from initmem.theory.kernels import ReLUMLP, empirical_ntk
 
     torch.manual_seed(sizes.seed)
@@ -113,10 +114,11 @@ def child_torch(sizes: Sizes, workdir: Path) -> dict:
 
 def child_jax(sizes: Sizes, workdir: Path) -> dict:
     """neural-tangents in a fresh process (NTK in float32, then the predictors in float64)."""
-    import initmem.theory.ntk as ours_ntk  # before neural_tangents: see theory.kernels._preload_triton
     import jax
     import neural_tangents as nt
     import torch
+
+    import initmem.theory.ntk as ours_ntk  # before neural_tangents: see theory.kernels._preload_triton
     from initmem.theory.kernels import ReLUMLP, relu_mlp_stax
 
     mlp = ReLUMLP(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from common import BenchResult, interleaved, median, spread, timed
+
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import DataSplits, load_splits
 from initmem.empirical.packing import PACK_MODES, Pack

@@ -20,11 +20,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from common import BenchResult, interleaved, median, spread, timed
+from textbook import TEXTBOOK_WORKERS, TextbookPipeline
+
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import DataSplits, load_splits, split_indices, synthetic_pools
 from initmem.empirical.models import build_model
 from initmem.empirical.train import Trainer
-from textbook import TEXTBOOK_WORKERS, TextbookPipeline
 
 #: Targets of benchmark 1 (ours over textbook, images per second) on the CPU and on a GPU.
 SPEEDUP_TARGET = {"cpu": 1.5, "cuda": 5.0}

@@ -21,6 +21,7 @@ done for a whole batch at once by one gather on the device.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -136,7 +137,7 @@ def load_splits(
     None: yes, unless the environment sets ``INITMEM_OFFLINE=1``.
     Raises :class:`DataNotFoundError` when no copy is found.
     """
-    pool_x, pool_y, test_x, test_y, source = _read_pools(config, download=download)
+    pool_x, pool_y, test_x, test_y, (mean, std), source = _read_pools(config, download=download)
     if len(pool_y) != config.train_pool_size:
         raise DataNotFoundError(
             f"{source} holds {len(pool_y)} training images, expected {config.train_pool_size} for "
@@ -146,7 +147,6 @@ def load_splits(
         len(pool_y), config.resolved_val_size, config.train_size, config.split_seed
     )
     test_idx = subset_indices(len(test_y), config.test_size, config.split_seed)
-    mean, std = SYNTHETIC_STATS if config.dataset == "synthetic" else channel_stats(pool_x)
     classes = FASHION_MNIST_CLASSES if config.dataset == "fashion-mnist" else CIFAR10_CLASSES
 
     def to_split(images: np.ndarray, labels: np.ndarray, idx: torch.Tensor) -> ImageSplit:
@@ -170,22 +170,47 @@ def load_splits(
 
 
 def _read_pools(config: RunConfig, *, download: bool | None):
-    """(train pool images, labels, test images, labels, source text); images uint8 (n, 3, 32, 32)."""
+    """(train pool images, labels, test images, labels, (mean, std), source text); images uint8
+    ``(n, 3, 32, 32)``, read-only; (mean, std) the training pool's channel statistics."""
     if config.dataset == "cifar10":
         root = find_cifar10(config.data_dir, download=download)
-        return (*read_cifar10(root), str(root))
+        return (*_read_folder("cifar10", str(root), _folder_signature(root)), str(root))
     if config.dataset == "cifar10-fixture":
         root = Path(config.data_dir) if config.data_dir else default_cache_dir()
         folder = root / "cifar10-fixture" / CIFAR10_FOLDER
         if not (folder / "batches.meta").is_file():  # the file the writer writes last
             write_cifar10_fixture(root / "cifar10-fixture")
-        return (*read_cifar10(folder), str(folder))
+        return (*_read_folder("cifar10", str(folder), _folder_signature(folder)), str(folder))
     if config.dataset == "fashion-mnist":
         folder = find_fashion_mnist(config.data_dir, download=download)
-        return (*read_fashion_mnist(folder), str(folder))
+        return (*_read_folder("fashion-mnist", str(folder), _folder_signature(folder)), str(folder))
     if config.dataset == "synthetic":
-        return (*synthetic_pools(config), f"synthetic (split_seed={config.split_seed})")
+        return (
+            *synthetic_pools(config),
+            SYNTHETIC_STATS,
+            f"synthetic (split_seed={config.split_seed})",
+        )
     raise ValueError(f"dataset must be one of {list(DATASETS)} (got {config.dataset!r})")
+
+
+@functools.lru_cache(maxsize=2)
+def _read_folder(kind: str, folder: str, signature: tuple) -> tuple:
+    """The decoded pools of a data folder and its training pool's channel statistics, kept in memory
+    for the next call: the runs of a sweep that share a worker process read, decode and count a data
+    set once (about 1 s for Fashion-MNIST on one CPU core, more than a demo-size epoch). ``signature``
+    (names, sizes and modification times of the folder's files) keys the cache, so a changed folder is
+    read again. The arrays are read-only: callers index copies out of them."""
+    reader = read_fashion_mnist if kind == "fashion-mnist" else read_cifar10
+    arrays = reader(folder)
+    for array in arrays:
+        array.setflags(write=False)
+    return (*arrays, channel_stats(arrays[0]))
+
+
+def _folder_signature(folder: str | Path) -> tuple:
+    return tuple(
+        sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(folder))
+    )
 
 
 def downloads_allowed(download: bool | None) -> bool:

@@ -216,7 +216,9 @@ def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    return table.sort_values(["pipeline", "alpha"], kind="stable").reset_index(drop=True)
+    order = {p: i for i, p in enumerate(runs["pipeline"].unique())}  # pipelines in sweep order
+    table = table.assign(_order=table["pipeline"].map(order))
+    return table.sort_values(["_order", "alpha"]).drop(columns="_order").reset_index(drop=True)
 
 
 def bootstrap_spread(

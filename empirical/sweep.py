@@ -20,6 +20,11 @@ that replaces or adds axes for its runs). The sweep is variants x grid::
     optimizer = "adam"
     grid = { seed = [0] }        # this pipeline: one seed only
 
+An optional ``[sweep]`` table sets sweep-level defaults that the command line overrides: ``backend``
+(local, submitit, ray), ``workers``, ``runs_per_gpu``, ``ray_address``, and a ``[sweep.submitit]``
+table of executor parameters (``timeout_min``, ``gpus_per_node``, ``cpus_per_task``,
+``slurm_partition``, ``cluster``...).
+
 Every expanded config is validated before any run starts. Each run is keyed by ``RunConfig.hash`` and
 lives in ``DIR/runs/<hash>/`` (see docs/run-format.md). A run is done when its ``result.json`` exists;
 a per-run lock (``fcntl.flock`` on ``runs/<hash>/.lock``, freed by the kernel when its holder dies, even

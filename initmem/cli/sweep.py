@@ -141,6 +141,8 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"sweep {spec.name} in {args.out}: {status.summary()}")
     for hash_, variant, error in status.failures:
         print(f"  failed {hash_} ({variant}): {error}  [{args.out}/runs/{hash_}/error.txt]")
+    if status.done:
+        print(f"report: initmem report {args.out}")
     return 1 if status.failed else 0
 
 

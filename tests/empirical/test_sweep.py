@@ -532,3 +532,32 @@ def test_runs_share_a_gpu(tmp_path, importable):
     sweep = write_sweep(tmp_path, text)
     status = run_sweep(sweep, tmp_path / "out", runs_per_gpu=2, progress=False)
     assert (status.completed, status.failed) == (2, 0), status.failures
+
+
+def test_submitit_packs_runs_per_gpu_into_one_array_task_and_requeues_them(tmp_path, importable):
+    from initmem.empirical.backends import RunGroup
+
+    sweep = write_sweep(
+        tmp_path,
+        "[base]\ndataset='cifar10-fixture'\nbatch_size=4\nepochs=2\n"
+        "[grid]\nalpha=[0.5, 1.0, 2.0, 4.0]\n",
+    )
+    out = tmp_path / "out"
+    status = run_sweep(
+        sweep,
+        out,
+        backend="submitit",
+        runs_per_gpu=2,
+        trainer=FAKE,
+        progress=False,
+        backend_options={"cluster": "local", "timeout_min": 5},
+    )
+    assert (status.completed, status.failed) == (4, 0), status.failures
+    # two array tasks of two runs each: each task ran its pair in two worker processes
+    pids = {journal(r.run_dir(out))[0].split()[-1] for r in read_manifest(out)}
+    assert len(pids) == 4
+    assert len(list((out / "submitit").glob("*_submitted.pkl"))) == 2
+    group = RunGroup(FAKE)
+    tasks = [r.task(out) for r in read_manifest(out)[:2]]
+    resubmission = group.checkpoint(tasks)  # what submitit requeues on timeout or preemption
+    assert resubmission.function is group and resubmission.args == (tasks,)
