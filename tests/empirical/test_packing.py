@@ -14,6 +14,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from torch import nn
+
 from initmem.empirical.packing import (
     PACK_MODES,
     PackedModels,
@@ -23,7 +25,6 @@ from initmem.empirical.packing import (
 )
 from initmem.empirical.runlog import read_log, read_predictions
 from initmem.empirical.train import train
-from torch import nn
 
 RTOL = 1e-4
 ATOL = 1e-6

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+
 from initmem.theory import deep_linear as dl
 from initmem.theory.simulate import simulate_deep_linear
 

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+
 from initmem.theory.forgetting import MECHANISMS, Pipeline, predict_forgetting
 from initmem.theory.normalized_sim import ScaleInvariantLoss, first_time_below, simulate_norms
 from initmem.theory.schedule import lr_multipliers

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+
 from initmem.theory import linear
 from initmem.theory.simulate import (
     adam_null_space_forgetting,

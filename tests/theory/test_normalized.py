@@ -10,9 +10,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch import nn
+
 from initmem.theory import normalized as nz
 from initmem.theory.normalized_sim import ScaleInvariantLoss, first_time_below, simulate_norms
-from torch import nn
 
 IDENTITY_RTOL = 1e-10
 LAW_RTOL = 0.10

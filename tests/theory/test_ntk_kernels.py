@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+
 from initmem.theory.kernels import (
     Kernel,
     ReLUMLP,

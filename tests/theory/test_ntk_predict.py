@@ -6,6 +6,8 @@ References: neural-tangents' ``predict`` (to 1e-6, float64), matrix exponentials
 
 import numpy as np
 import pytest
+from scipy.linalg import expm
+
 from initmem.theory.kernels import Kernel, relu_mlp_kernel
 from initmem.theory.ntk import (
     gradient_descent_mse,
@@ -14,7 +16,6 @@ from initmem.theory.ntk import (
     memory_term,
     memory_variance,
 )
-from scipy.linalg import expm
 
 N_TRAIN, N_TEST, DIM = 8, 5, 6
 DEPTH, W_STD, B_STD = 2, 1.5, 0.2

@@ -3,14 +3,15 @@
 import numpy as np
 import pytest
 import torch
+from scipy.linalg import expm
+from torch.func import functional_call, jvp
+
 from initmem.theory.kernels import ReLUMLP, empirical_ntk, init_outputs
 from initmem.theory.ntk import (
     forgetting_times,
     gradient_descent_mse,
     linearized_weight_decay_mse,
 )
-from scipy.linalg import expm
-from torch.func import functional_call, jvp
 
 N_TRAIN, N_TEST, N_PARAMS = 5, 3, 12
 

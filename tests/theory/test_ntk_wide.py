@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+
 from initmem.theory.kernels import ReLUMLP, empirical_ntk
 from initmem.theory.ntk import gradient_descent_mse_discrete
 

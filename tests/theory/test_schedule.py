@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+
 from initmem.theory.normalized_sim import ScaleInvariantLoss, simulate_norms
 from initmem.theory.schedule import accumulated_regularization, lr_multipliers
 
