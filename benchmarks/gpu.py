@@ -68,8 +68,9 @@ SMOKE = GpuSizes(
 )
 
 
-def part1_width1(sizes: GpuSizes) -> list[BenchResult]:
-    """ResNet-9 at ``sizes.width`` through the real trainer: one entry per (batch, compile)."""
+def part1_width1(sizes: GpuSizes, deadline: float) -> list[BenchResult]:
+    """ResNet-9 at ``sizes.width`` through the real trainer: one entry per (batch, compile); the
+    configurations left when ``deadline`` (a ``time.perf_counter()`` value) passes are skipped."""
     from gpu_train_check import time_epochs
 
     from initmem.empirical.config import RunConfig
@@ -96,12 +97,17 @@ def part1_width1(sizes: GpuSizes) -> list[BenchResult]:
     results = []
     for compile_model in sizes.compiles:
         for batch_size in sizes.batch_sizes:
-            row = time_epochs(base.replace(batch_size=batch_size, compile=compile_model), data)
+            name = f"gpu_resnet9_w{sizes.width:g}_b{batch_size}_" + (
+                "compiled" if compile_model else "eager"
+            )
             big = batch_size == max(sizes.batch_sizes)
+            if time.perf_counter() > deadline:
+                results.append(_skipped(name, "the time budget was spent"))
+                continue
+            row = time_epochs(base.replace(batch_size=batch_size, compile=compile_model), data)
             results.append(
                 BenchResult(
-                    name=f"gpu_resnet9_w{sizes.width:g}_b{batch_size}_"
-                    + ("compiled" if compile_model else "eager"),
+                    name=name,
                     description=(
                         f"ResNet-9 width {sizes.width:g}, batch {batch_size}, {sizes.precision} + "
                         f"channels_last, torch.compile {'on' if compile_model else 'off'}, "
@@ -121,7 +127,7 @@ def part1_width1(sizes: GpuSizes) -> list[BenchResult]:
     return results
 
 
-def part2_textbook(sizes: GpuSizes) -> list[BenchResult]:
+def part2_textbook(sizes: GpuSizes, deadline: float) -> list[BenchResult]:
     import throughput
 
     bench = throughput.Sizes(
@@ -135,7 +141,7 @@ def part2_textbook(sizes: GpuSizes) -> list[BenchResult]:
     return throughput.bench_train_throughput(bench)
 
 
-def part3_packing(sizes: GpuSizes) -> list[BenchResult]:
+def part3_packing(sizes: GpuSizes, deadline: float) -> list[BenchResult]:
     import packed_runs
 
     bench = packed_runs.Sizes(
@@ -155,24 +161,29 @@ def part3_packing(sizes: GpuSizes) -> list[BenchResult]:
 PARTS = (("width1", part1_width1), ("textbook", part2_textbook), ("packing", part3_packing))
 
 
+def _skipped(name: str, why: str) -> BenchResult:
+    return BenchResult(
+        name=name, description="a part of benchmarks/gpu.py", measured=False, note=f"skipped: {why}"
+    )
+
+
 def run_parts(sizes: GpuSizes, budget_s: float) -> list[BenchResult]:
-    """Every part while the budget lasts; parts left over are recorded as not measured."""
+    """Every part while the budget lasts; parts left over are recorded as not measured. On a GPU,
+    cudnn autotuning is on for every part (as ``train()`` turns it on for a run by default)."""
     started = time.perf_counter()
+    deadline = started + budget_s
+    if sizes.device.startswith("cuda"):
+        torch.backends.cudnn.benchmark = True
     results: list[BenchResult] = []
     for name, part in PARTS:
         spent = time.perf_counter() - started
         if spent > budget_s:
             results.append(
-                BenchResult(
-                    name=f"gpu_{name}",
-                    description=f"part '{name}' of benchmarks/gpu.py",
-                    measured=False,
-                    note=f"skipped: the time budget of {budget_s:.0f} s was spent ({spent:.0f} s)",
-                )
+                _skipped(f"gpu_{name}", f"the time budget of {budget_s:.0f} s was spent")
             )
             continue
         print(f"[gpu] part {name} ...", flush=True)
-        results += part(sizes)
+        results += part(sizes, deadline)
     return results
 
 
@@ -181,8 +192,12 @@ def bench_gpu(quick: bool = False) -> list[BenchResult]:
     reported as not measured."""
     if torch.cuda.is_available() and not quick:
         return run_parts(GpuSizes(), budget_s=540)
-    results = run_parts(SMOKE, budget_s=600)
     why = "no CUDA device here" if not torch.cuda.is_available() else "--quick"
+    return _as_smoke(run_parts(SMOKE, budget_s=600), why)
+
+
+def _as_smoke(results: list[BenchResult], why: str) -> list[BenchResult]:
+    """Mark the tiny CPU run's entries as not measured (they only show that the script works)."""
     for r in results:
         r.name = f"gpu_smoke_{r.name}"
         r.measured = False
@@ -209,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[gpu] {machine['cuda'] or machine['cpu']}, torch {machine['torch']}", flush=True)
     started = time.perf_counter()
     results = run_parts(sizes, args.budget_s)
+    if args.smoke:
+        results = _as_smoke(results, "--smoke")
     for r in results:
         r.context = {
             "machine": machine,

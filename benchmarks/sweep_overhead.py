@@ -1,23 +1,26 @@
 """Benchmark 5: the fixed cost per run of the sweep machinery, as a fraction of a demo-size run.
 
-Sweeps of one-epoch runs at the demo's size (``empirical/presets/demo.toml``'s base: width-1/8
-ResNet-9, 1,000 Fashion-MNIST training images, batch 32, 1,000 validation and 2,000 test images) go
-through ``initmem.empirical.sweep.run_sweep`` with the local backend and one worker: worker start-up,
-config expansion and hashing, locks, data loading, model building, the run folder (logs, tables,
-predictions, checkpoints) and result files.
+Sweeps of ``n_runs`` one-epoch runs at the demo's size (``empirical/presets/demo.toml``'s base:
+width-1/8 ResNet-9, 1,000 Fashion-MNIST training images, batch 32, 1,000 validation and 2,000 test
+images) go through ``initmem.empirical.sweep.run_sweep`` with the local backend and one worker:
+worker start-up, config expansion and hashing, locks, data loading, model building, the run folder
+(logs, tables, predictions, checkpoints) and result files.
 
 The sweep's trainer is :func:`timed_train`: ``train()`` with a :class:`Trainer` that clocks its own
-work (the evaluations and the training epoch), so each run's compute is measured in the worker, in the
-run itself. Two sweep sizes, ``small`` and ``large`` runs, separate what each run costs from what a
-sweep costs once (starting the worker process, importing torch)::
+work (the evaluations and the training epoch), writing when the run started and ended and how long
+its work took. Every figure is then measured inside one run, or between two consecutive runs of the
+same worker, so a burst of load on the (shared) machine spoils one run, not the comparison::
 
-    per run     = (T(large) - T(small)) / (large - small)       every run's share of the sweep's time
-    compute     = mean over the runs of the clocked work
-    ratio       = (per run - compute) / compute                (target: under 5%)
-    start-up    = T(small) - small * per run                   once per sweep and worker
+    in train()   = train() wall time - its compute                  data, model, files
+    between runs = next run's start - this run's end                 result, lock, config, IPC
+    fixed cost   = median(in train()) + median(between runs)         over all runs but each worker's first
+    ratio        = fixed cost / median(compute)                     (target: under 5%)
 
-``in_train_fixed_s`` is the part of the fixed cost inside ``train()`` (each run's ``train()`` wall time
-minus its compute, averaged; the first run of a worker reads and decodes the data set).
+Reported apart, as costs of a sweep rather than of a run: ``startup_s`` (from calling run_sweep to
+the first run's start: spawning the worker, importing torch) and ``first_run_extra_s`` (the first
+run of a worker reads, decodes and counts the data set; later runs find it in memory).
+``Sizes(cold_data=True)`` empties the worker's data cache before every run: the behaviour before the
+cache existed (every run read, decoded and counted its data set), for the before/after comparison.
 
 Threads: the worker runs on this process's torch thread count (``run.py --threads``). The local backend
 gives a worker ``available_cpus() // workers`` threads and ``run_sweep`` does not pass
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from pathlib import Path
 from unittest import mock
 
 import torch
-from common import BenchResult, interleaved, median, spread, timed
+from common import BenchResult, median, spread, timed
 
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepSpec, preset_text, run_sweep
@@ -53,16 +55,15 @@ TIMING_FILE = "bench_timing.json"
 
 @dataclass(frozen=True)
 class Sizes:
-    small: int = 1
-    large: int = 7
-    repeats: int = 3
+    n_runs: int = 7
+    repeats: int = 3  # sweeps
     preset: str = "demo"
     changes: tuple[tuple[str, object], ...] = (("epochs", 1), ("eval_every", 1))
+    cold_data: bool = False
 
 
 QUICK = Sizes(
-    small=1,
-    large=2,
+    n_runs=2,
     repeats=1,
     changes=(
         ("epochs", 1),
@@ -96,14 +97,26 @@ class ClockedTrainer(Trainer):
 
 def timed_train(config: RunConfig):
     """The benchmark's sweep trainer: ``train(config)`` (data loading and model building included),
-    leaving ``{"train_s", "compute_s"}`` in the run folder."""
-    start = time.perf_counter()
+    leaving ``{"start", "end", "train_s", "compute_s"}`` in the run folder (wall-clock seconds)."""
+    start, clock = time.time(), time.perf_counter()
     trainer = ClockedTrainer(config)
     result = train(config, trainer=trainer)
-    seconds = time.perf_counter() - start
-    timing = {"train_s": seconds, "compute_s": trainer.compute_s}
+    timing = {
+        "start": start,
+        "end": time.time(),
+        "train_s": time.perf_counter() - clock,
+        "compute_s": trainer.compute_s,
+    }
     (Path(config.out_dir) / TIMING_FILE).write_text(json.dumps(timing))
     return result
+
+
+def timed_train_cold(config: RunConfig):
+    """:func:`timed_train` after emptying this process's cache of decoded data sets."""
+    from initmem.empirical import data
+
+    data._read_folder.cache_clear()
+    return timed_train(config)
 
 
 def demo_base(sizes: Sizes) -> dict:
@@ -112,80 +125,75 @@ def demo_base(sizes: Sizes) -> dict:
     return {**spec.base, **dict(sizes.changes), "quiet": True}
 
 
+def run_timed_sweep(base: dict, n_runs: int, folder: Path, threads: int, cold: bool) -> dict:
+    """One sweep of ``n_runs`` runs; its wall time and its runs' timings in the order they ran."""
+    spec = SweepSpec.from_dict(
+        {"name": "overhead", "base": base, "grid": {"alpha": [0.25 * 2**i for i in range(n_runs)]}},
+        name="overhead",
+    )
+    started = time.time()
+    with mock.patch("initmem.empirical.backends.available_cpus", return_value=threads * WORKERS):
+        seconds = timed(
+            lambda: run_sweep(
+                spec,
+                folder,
+                backend="local",
+                workers=WORKERS,
+                trainer=timed_train_cold if cold else timed_train,
+                progress=False,
+            )
+        )
+    runs = [json.loads(p.read_text()) for p in (folder / "runs").glob(f"*/{TIMING_FILE}")]
+    if len(runs) != n_runs:
+        raise RuntimeError(f"sweep benchmark: {len(runs)} of {n_runs} runs finished")
+    return {"seconds": seconds, "started": started, "runs": sorted(runs, key=lambda r: r["start"])}
+
+
 def bench_sweep_overhead(sizes: Sizes) -> list[BenchResult]:
     base = demo_base(sizes)
     threads = torch.get_num_threads()
     root = Path(tempfile.mkdtemp(prefix="initmem-sweep-bench-"))
-    timings: list[dict] = []
-    counter = iter(range(10**6))
-
-    def sweep_seconds(n_runs: int):
-        def measure() -> float:
-            spec = SweepSpec.from_dict(
-                {
-                    "name": "overhead",
-                    "base": base,
-                    "grid": {"alpha": [0.25 * 2**i for i in range(n_runs)]},
-                },
-                name="overhead",
-            )
-            folder = root / f"sweep{next(counter)}"
-            cpus = threads * WORKERS
-            with mock.patch("initmem.empirical.backends.available_cpus", return_value=cpus):
-                seconds = timed(
-                    lambda: run_sweep(
-                        spec,
-                        folder,
-                        backend="local",
-                        workers=WORKERS,
-                        trainer=timed_train,
-                        progress=False,
-                    )
-                )
-            found = sorted((folder / "runs").glob(f"*/{TIMING_FILE}"))
-            if len(found) != n_runs:
-                raise RuntimeError(f"sweep benchmark: {len(found)} of {n_runs} runs finished")
-            if n_runs == sizes.large:
-                timings.extend(json.loads(p.read_text()) for p in found)
-            shutil.rmtree(folder, ignore_errors=True)
-            return seconds
-
-        return measure
-
     try:
-        measured = interleaved(
-            {"small": sweep_seconds(sizes.small), "large": sweep_seconds(sizes.large)},
-            sizes.repeats,
-            warmup=0,
-        )
+        sweeps = [
+            run_timed_sweep(base, sizes.n_runs, root / f"sweep{i}", threads, sizes.cold_data)
+            for i in range(sizes.repeats)
+        ]
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    t_small, t_large = median(measured["small"]), median(measured["large"])
-    per_run = (t_large - t_small) / (sizes.large - sizes.small)
-    compute = statistics.mean(t["compute_s"] for t in timings)
-    in_train = statistics.mean(t["train_s"] - t["compute_s"] for t in timings)
-    fixed = per_run - compute
+    later = [r for sweep in sweeps for r in sweep["runs"][1:]]
+    first = [sweep["runs"][0] for sweep in sweeps]
+    in_train = [r["train_s"] - r["compute_s"] for r in later]
+    between = [
+        b["start"] - a["end"]
+        for sweep in sweeps
+        for a, b in zip(sweep["runs"][:-1], sweep["runs"][1:], strict=True)
+    ]
+    compute = median([r["compute_s"] for r in later])
+    fixed = median(in_train) + median(between)
+    startup = [sweep["runs"][0]["start"] - sweep["started"] for sweep in sweeps]
+    first_extra = [r["train_s"] - r["compute_s"] - median(in_train) for r in first]
     return [
         BenchResult(
             name="sweep_overhead",
             description=(
                 f"fixed cost per run of a local sweep (one-epoch runs at the '{sizes.preset}' "
-                f"preset's size, {WORKERS} worker, {threads} thread(s)) over the run's own compute; "
-                "lower is better"
+                f"preset's size, {WORKERS} worker, {threads} thread(s)"
+                + (", data cache emptied before each run" if sizes.cold_data else "")
+                + ") over the run's own compute; lower is better"
             ),
             figures={
-                "per_run_s": per_run,
-                "compute_s": compute,
                 "fixed_cost_s": fixed,
-                "in_train_fixed_s": in_train,
-                "in_train_fixed_max_s": max(t["train_s"] - t["compute_s"] for t in timings),
-                "startup_s": t_small - sizes.small * per_run,
-                f"sweep_of_{sizes.small}_s": t_small,
-                f"sweep_of_{sizes.large}_s": t_large,
-                f"sweep_of_{sizes.small}_range_s": spread(measured["small"]),
-                f"sweep_of_{sizes.large}_range_s": spread(measured["large"]),
-                "compute_range_s": spread([t["compute_s"] for t in timings]),
-                "runs_timed": len(timings),
+                "compute_s": compute,
+                "in_train_fixed_s": median(in_train),
+                "between_runs_s": median(between),
+                "in_train_fixed_range_s": spread(in_train),
+                "between_runs_range_s": spread(between),
+                "compute_range_s": spread([r["compute_s"] for r in later]),
+                "startup_s": median(startup),
+                "first_run_extra_s": median(first_extra),
+                "sweep_wall_s": median([sweep["seconds"] for sweep in sweeps]),
+                "n_runs": sizes.n_runs,
+                "runs_timed": len(later),
                 "threads": threads,
                 "repeats": sizes.repeats,
             },

@@ -150,9 +150,10 @@ def widen(model: nn.Module, k: int) -> nn.Module:
 class PackedModels:
     """K models of one architecture as stacked tensors, and their packed forward.
 
-    After construction every parameter and buffer of model k is a view of ``stacked[name][k]``
-    (``param.data`` is re-pointed; the modules and the optimizers that hold them are unchanged), so
-    an in-place update of a run's parameter is an update of the stack and vice versa.
+    After construction every parameter and buffer of model k is a view of ``params[name][k]`` (or
+    ``buffers[name][k]``), stacks of shape ``(K, *shape)``: ``param.data`` is re-pointed, so the
+    modules and the optimizers that hold them are unchanged, and an in-place update of a run's
+    parameter is an update of the stack and vice versa.
     """
 
     def __init__(self, models: Sequence[nn.Module], mode: str = "grouped"):
@@ -400,7 +401,7 @@ def train_packed(
     mode: str = "grouped",
     data: DataSplits | None = None,
     resume: bool | None = None,
-    download: bool = True,
+    download: bool | None = None,
 ) -> list[RunResult]:
     """Train runs that differ only in ``alpha``/``seed`` (and ``out_dir``) together; write each run's
     folder exactly as :func:`train` would and return their results in the order of ``configs``.
@@ -408,8 +409,8 @@ def train_packed(
     Runs already finished are returned as they are; unfinished runs resume from their ``last.pt``
     (runs resuming from different steps are packed in separate groups, one group after another; a group
     of one is trained by :func:`train` alone). ``mode``: :data:`PACK_MODES`. ``data``: splits already
-    loaded for these configs. Raises the first run's exception (after every other run has finished)
-    if any run fails.
+    loaded for these configs; ``download`` as in :func:`train`. If any run fails, raises the first
+    run's exception after every other run has finished.
     """
     configs = list(configs)
     check_packable(configs)

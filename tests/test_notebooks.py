@@ -1,4 +1,8 @@
-"""Every notebook in notebooks/ executes top to bottom without error (outputs are not committed)."""
+"""Every notebook in notebooks/ executes top to bottom without error (outputs are not committed).
+
+The notebooks share one scratch folder: 02 and 03 run the same tiny sweep into it, so the second finds
+its runs finished (a sweep skips finished runs) and the sweep is trained once per test session.
+"""
 
 from pathlib import Path
 
@@ -7,12 +11,17 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    return tmp_path_factory.mktemp("notebooks")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_executes(path, monkeypatch, tmp_path):
+def test_notebook_executes(path, monkeypatch, scratch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.delenv("INITMEM_SWEEP_DIR", raising=False)
-    monkeypatch.setenv("INITMEM_NOTEBOOK_TMP", str(tmp_path))
+    monkeypatch.setenv("INITMEM_NOTEBOOK_TMP", str(scratch))
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         notebook,

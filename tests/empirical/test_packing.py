@@ -147,6 +147,28 @@ def test_finished_runs_are_returned_and_the_rest_are_trained(solo_runs, tiny_con
         assert_same_run(solo.run_dir, result.run_dir)
 
 
+class Killed(Exception):
+    """Raised from a callback to stop a run after an evaluation, as a kill would."""
+
+
+def test_killed_runs_resume_packed_and_end_like_uninterrupted_ones(solo_runs, tiny_config):
+    """Two runs killed after epoch 1 resume together from their last.pt (the checkpoint is loaded
+    into the views of the stack); the third, fresh, trains alone: all end as the uninterrupted runs."""
+    configs = [tiny_config(alpha=a, seed=s, lr=LR) for a, s in RUNS]
+
+    def kill_after_epoch_1(record):
+        if record["epoch"] == 1:
+            raise Killed
+
+    for config in configs[:2]:
+        with pytest.raises(Killed):
+            train(config, callback=kill_after_epoch_1)
+    results = train_packed(configs)
+    for solo, result in zip(solo_runs, results, strict=True):
+        assert (result.status, result.steps_run) == (solo.status, solo.steps_run)
+        assert_same_run(solo.run_dir, result.run_dir)
+
+
 def test_only_alpha_and_seed_may_differ(tiny_config):
     with pytest.raises(ValueError, match=r"differs .* in \['lr'\]"):
         check_packable([tiny_config(), tiny_config(lr=0.1)])
