@@ -10,7 +10,8 @@
   ``predict.gradient_descent_mse`` on that same kernel (float64 on both sides: ``jax_enable_x64``),
   train and test outputs at a grid of times, interleaved in one process.
 
-Ratios are neural-tangents' time over ours (>= 1: ours no slower).
+Ratios are neural-tangents' time over ours (>= 1: ours no slower). Both processes get this process's
+torch thread count (``run.py --threads``) for torch, numpy's BLAS and XLA.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def child_torch(sizes: Sizes, workdir: Path) -> dict:
 
     from initmem.theory.kernels import ReLUMLP, empirical_ntk
 
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
     torch.manual_seed(sizes.seed)
     x = np.load(workdir / "x.npy")
     mlp = ReLUMLP(
@@ -199,8 +201,14 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def _run_child(side: str, sizes: Sizes, workdir: Path) -> dict:
+def _run_child(side: str, sizes: Sizes, workdir: Path, threads: int) -> dict:
+    """Run one side in a fresh process on ``threads`` threads (torch, numpy's BLAS and XLA)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
+    env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    if threads == 1:
+        env["XLA_FLAGS"] = (
+            env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+        ).strip()
     cmd = [sys.executable, str(Path(__file__)), side, str(workdir), json.dumps(asdict(sizes))]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
@@ -216,8 +224,11 @@ def bench_ntk(sizes: Sizes):
         workdir = Path(tmp)
         x = np.random.default_rng(sizes.seed).standard_normal((sizes.n, sizes.in_dim))
         np.save(workdir / "x.npy", x.astype(np.float32))
-        torch_side = _run_child("torch", sizes, workdir)
-        jax_side = _run_child("jax", sizes, workdir)
+        import torch
+
+        threads = torch.get_num_threads()
+        torch_side = _run_child("torch", sizes, workdir, threads)
+        jax_side = _run_child("jax", sizes, workdir, threads)
 
     ours, one_block = torch_side["default"], torch_side["one_block"]
     ours_t, nt_t = median(ours["times_s"]), median(jax_side["ntk"]["times_s"])
@@ -244,6 +255,7 @@ def bench_ntk(sizes: Sizes):
             "ours_one_block_peak_extra_mib": one_block["peak_extra_mib"],
             "ratio_nt_over_ours_one_block": nt_t / median(one_block["times_s"]),
             "kernel_max_rel_diff": jax_side["ntk"]["max_rel_diff"],
+            "threads": threads,
             "repeats": sizes.repeats,
         },
         ratio=nt_t / ours_t,

@@ -45,7 +45,6 @@ import pandas as pd
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN, fit_decay_time
 from initmem.empirical.config import RunConfig
 from initmem.theory import normalized
-from initmem.theory.schedule import lr_multipliers
 
 #: Candidate units of forgetting, as columns of :func:`accumulated_units`.
 UNITS = ("epochs", "steps", "explicit", "sgd_noise", "adam", "accumulated")
@@ -83,15 +82,7 @@ def run_config(row: pd.Series | dict) -> RunConfig:
 
 def step_lrs(config: RunConfig) -> np.ndarray:
     """The learning rate of each optimizer step of a run (length ``total_steps``), as trained."""
-    factors = lr_multipliers(
-        config.total_steps,
-        config.steps_per_epoch,
-        config.schedule,
-        warmup_epochs=config.warmup_epochs,
-        step_milestones=config.step_milestones,
-        step_gamma=config.step_gamma,
-    )
-    return config.lr * factors
+    return config.lr * config.lr_multipliers()
 
 
 def _momentum(config: RunConfig) -> float:

@@ -208,6 +208,22 @@ class RunConfig:
     def total_steps(self) -> int:
         return self.steps if self.steps is not None else self.epochs * self.steps_per_epoch
 
+    def lr_multipliers(self):
+        """The schedule's learning-rate multiplier at each optimizer step (numpy, length ``total_steps``).
+
+        ``lr * lr_multipliers()`` is the learning rate of every step as the trainer applies it.
+        """
+        from initmem.theory.schedule import lr_multipliers
+
+        return lr_multipliers(
+            self.total_steps,
+            self.steps_per_epoch,
+            self.schedule,
+            warmup_epochs=self.warmup_epochs,
+            step_milestones=self.step_milestones,
+            step_gamma=self.step_gamma,
+        )
+
     @property
     def total_epochs(self) -> int:
         """Epochs run, counting a final partial epoch when the length is given in steps."""

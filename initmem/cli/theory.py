@@ -76,16 +76,8 @@ def model_fan_ins(config) -> list[int]:
 def pipeline_from_config(config):
     """The theory's :class:`~initmem.theory.forgetting.Pipeline` for a ``RunConfig``."""
     from initmem.theory.forgetting import Pipeline
-    from initmem.theory.schedule import lr_multipliers
 
-    mults = lr_multipliers(
-        config.total_steps,
-        config.steps_per_epoch,
-        config.schedule,
-        warmup_epochs=config.warmup_epochs,
-        step_milestones=config.step_milestones,
-        step_gamma=config.step_gamma,
-    )
+    mults = config.lr_multipliers()
     return Pipeline(
         optimizer=config.optimizer,
         lr=config.lr,
