@@ -16,6 +16,7 @@ from .memory import (
     spread_table,
 )
 from .models import apply_init_scale, build_model, resnet9, resnet18, scale_invariant_parameters
+from .packing import train_packed
 from .report import write_report
 from .runlog import RunResult, load_result
 from .sweep import SweepSpec, list_presets, run_sweep, sweep_status
@@ -48,6 +49,7 @@ __all__ = [
     "spread_table",
     "sweep_status",
     "train",
+    "train_packed",
     "write_cifar10_fixture",
     "write_report",
 ]

@@ -553,9 +553,11 @@ def test_submitit_packs_runs_per_gpu_into_one_array_task_and_requeues_them(tmp_p
         backend_options={"cluster": "local", "timeout_min": 5},
     )
     assert (status.completed, status.failed) == (4, 0), status.failures
-    # two array tasks of two runs each: each task ran its pair in two worker processes
+    # two array tasks of two runs each, each task with a pool of two workers: the runs ran outside
+    # this process, in at least two processes (a fast worker may take both runs of its task)
     pids = {journal(r.run_dir(out))[0].split()[-1] for r in read_manifest(out)}
-    assert len(pids) == 4
+    assert str(os.getpid()) not in pids
+    assert 2 <= len(pids) <= 4
     assert len(list((out / "submitit").glob("*_submitted.pkl"))) == 2
     group = RunGroup(FAKE)
     tasks = [r.task(out) for r in read_manifest(out)[:2]]
