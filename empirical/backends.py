@@ -131,6 +131,12 @@ def _init_worker(slots: Any, gpus: list[str], runs_per_gpu: int, threads: int, p
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu_for_slot(slot, gpus, runs_per_gpu)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
+    # Importing this module (through initmem.empirical) may already have loaded torch, whose thread
+    # pool then ignores the variables above: set it directly. Two busy threads per worker on a core
+    # each collapse throughput 10-20x (BENCHMARKS.md).
+    import torch
+
+    torch.set_num_threads(threads)
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: killed when the driver dies

@@ -499,8 +499,7 @@ def train(
         return record
 
     if trainer.epoch == 0 and not files.records:
-        evaluate()
-        checkpoint()
+        evaluate()  # no checkpoint yet: a run killed before its first one simply starts over
 
     divergence = None
     bar = tqdm(

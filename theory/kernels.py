@@ -358,6 +358,10 @@ def _check_block_size(block_size) -> int:
     return int(block_size)
 
 
+#: Bytes of x2 Jacobians that :func:`empirical_ntk` keeps so that each block's is computed once.
+JACOBIAN_CACHE_BYTES = 2**30
+
+
 def _per_sample_jacobian(f, params: dict, x: torch.Tensor) -> torch.Tensor:
     """Jacobian of the outputs of a block of inputs, shape (b * k, P), one sample at a time."""
 
@@ -409,6 +413,10 @@ def empirical_ntk(
     at about ``2 * block_size * k * P`` numbers for ``P`` parameters:
 
     - ``implementation="jacobian"``: per-sample Jacobians (``vmap(jacrev)``), contracted blockwise.
+      When the Jacobians of all of x2 fit in :data:`JACOBIAN_CACHE_BYTES` (``n2 * k * P`` numbers
+      in the module's dtype), each block's Jacobian is computed once and kept (memory about
+      ``(n2 + block_size) * k * P`` numbers); otherwise x2's blocks are recomputed for every x1
+      block, and memory stays at the bound above.
     - ``implementation="ntvp"``: NTK-vector products: ``vjp`` gives ``J2^T e`` for every output
       ``e`` of an x2 block, and one ``jvp`` per such vector gives ``J1 (J2^T e)``; only one block's
       Jacobian is held at a time (about ``block_size * k * P`` numbers).
@@ -435,15 +443,30 @@ def empirical_ntk(
     ntk = np.zeros((n1 * k, n2 * k))
     starts1 = range(0, n1, block_size)
     starts2 = range(0, n2, block_size)
+    n_params = sum(p.numel() for p in params.values())
+    itemsize = next(iter(params.values())).element_size()
+    keep_x2_jacobians = n2 * k * n_params * itemsize <= JACOBIAN_CACHE_BYTES
+    x2_jacobians: dict[int, torch.Tensor] = {}  # block start -> Jacobian, when they fit
+
+    def x2_jacobian(j: int) -> torch.Tensor:
+        if j in x2_jacobians:
+            return x2_jacobians[j]
+        jac = _per_sample_jacobian(f, params, x2t[j : j + block_size])
+        if keep_x2_jacobians:
+            x2_jacobians[j] = jac
+        return jac
+
     for i in starts1:
         xa = x1t[i : i + block_size]
-        ja = _per_sample_jacobian(f, params, xa) if implementation == "jacobian" else None
+        ja = None
+        if implementation == "jacobian":
+            ja = x2_jacobian(i) if symmetric else _per_sample_jacobian(f, params, xa)
         for j in starts2:
             if symmetric and j < i:
                 continue
             xb = x2t[j : j + block_size]
             if implementation == "jacobian":
-                jb = ja if (symmetric and j == i) else _per_sample_jacobian(f, params, xb)
+                jb = ja if (symmetric and j == i) else x2_jacobian(j)
                 block = ja @ jb.T
             else:
                 block = _ntvp_block(f, params, xa, xb)

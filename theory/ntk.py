@@ -240,23 +240,38 @@ def _linearized(
         g_x = f0_x - u_x
     elif f0_test is not None or jtheta0_test is not None:
         raise ValueError("f0_test and jtheta0_test need k_test_train")
-    residual = y - g_X
     size = y.size
+    # Time-independent products first; then every time at once (one matrix product per output).
+    vt_residual = v.T @ (y - g_X).reshape(n, -1)  # (n, c) in the eigenbasis
+    vt_u = v.T @ u_X.reshape(n, -1)
+    factors = [_factors(w, lr, float(ti), size, lam, discrete) for ti in t.reshape(-1)]
+    h = np.stack([f[0] for f in factors])  # (T, n): one row per time
+    d = np.stack([f[1] for f in factors])
+    h0 = np.array([f[2] for f in factors])  # (T,)
+    if lam == 0.0:
+        q, r = -d, 1.0 - h
+    else:
+        q = (1.0 - h) / (w + size * lam)
+        r = w * q
 
-    def one_time(ti: float):
-        h, d, h0 = _factors(w, lr, ti, size, lam, discrete)
-        if lam == 0.0:
-            q, r = -d, 1.0 - h
-        else:
-            q = (1.0 - h) / (w + size * lam)
-            r = w * q
-        f_train = g_X + _apply(v, r, residual) + _apply(v, h, u_X)
-        if k_xX is None:
-            return f_train, None
-        f_test = g_x + h0 * u_x + k_xX @ (_apply(v, q, residual) + _apply(v, d, u_X))
-        return f_train, f_test
+    def through(matrix: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``matrix @ (a_t * V^T residual + b_t * V^T u)`` for every time t: (T, rows, c)."""
+        coeffs = a[:, :, None] * vt_residual + b[:, :, None] * vt_u  # (T, n, c)
+        n_times, _, c = coeffs.shape
+        flat = matrix @ coeffs.transpose(1, 0, 2).reshape(n, n_times * c)
+        return flat.reshape(-1, n_times, c).transpose(1, 0, 2)
 
-    return _over_times(t, one_time)
+    def shaped(out: np.ndarray, like: np.ndarray) -> np.ndarray:
+        out = out.reshape((-1,) + like.shape)
+        return out.reshape(t.shape + like.shape)
+
+    f_train = shaped(g_X + through(v, r, h).reshape((-1,) + y.shape), y)
+    if k_xX is None:
+        return f_train, None
+    k_xX_v = k_xX @ v
+    h0_u_x = h0.reshape((-1,) + (1,) * u_x.ndim) * u_x
+    f_test = g_x + h0_u_x + through(k_xX_v, q, d).reshape((-1,) + u_x.shape)
+    return f_train, shaped(f_test, u_x)
 
 
 # --------------------------------------------------------------------------------------------
