@@ -15,8 +15,6 @@ subtracted after the optimizer step (:class:`DecoupledDecay`), so that both deca
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .config import RunConfig
@@ -99,34 +97,6 @@ class DecoupledDecay:
             self._pending = None
 
 
-def lr_factor(step: int, config: RunConfig) -> float:
-    """The schedule's multiplier of ``lr`` at optimizer step ``step`` (0-based).
-
-    Linear warmup over ``W = round(warmup_epochs * steps_per_epoch)`` steps: factor ``(step + 1) / W``.
-    Then, over the remaining steps ``s = step - W`` of ``T - W`` (``T = total_steps``):
-    ``constant`` 1; ``step`` ``step_gamma ** k`` with ``k`` the number of milestones (in epochs, counted
-    from the start of the run) at or before ``step / steps_per_epoch``; ``cosine``
-    ``(1 + cos(pi s / (T - W))) / 2``, which runs from 1 at the end of warmup towards 0 at the end.
-    """
-    warmup = warmup_steps(config)
-    if step < warmup:
-        return (step + 1) / warmup
-    if config.schedule == "constant":
-        return 1.0
-    if config.schedule == "step":
-        passed = sum(1 for m in config.step_milestones if step >= m * config.steps_per_epoch)
-        return config.step_gamma**passed
-    if config.schedule == "cosine":
-        span = max(config.total_steps - warmup, 1)
-        return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / span))
-    raise ValueError(f"schedule must be one of constant, step, cosine (got {config.schedule!r})")
-
-
-def warmup_steps(config: RunConfig) -> int:
-    """Steps of linear warmup: ``round(warmup_epochs * steps_per_epoch)``."""
-    return int(round(config.warmup_epochs * config.steps_per_epoch))
-
-
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -138,7 +108,5 @@ __all__ = [
     "build_optimizer",
     "handles_coupled_l2",
     "handles_decoupled_decay",
-    "lr_factor",
     "set_lr",
-    "warmup_steps",
 ]

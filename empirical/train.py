@@ -40,7 +40,6 @@ from .optim import (
     build_optimizer,
     handles_coupled_l2,
     handles_decoupled_decay,
-    lr_factor,
     set_lr,
 )
 from .runlog import RunFiles, RunResult, load_result
@@ -129,13 +128,15 @@ class Trainer:
         self.order_generator = torch.Generator().manual_seed(int(order_seed))
         self.augment_generator = torch.Generator(device=self.device).manual_seed(int(augment_seed))
         self.step = 0
+        #: the schedule's multiplier of lr at every optimizer step (theory.schedule.lr_multipliers)
+        self.lr_factors = config.lr_multipliers()
         self.epoch = 0
         self._reset_interval()
 
     # ------------------------------------------------------------------ training
     def current_lr(self) -> float:
         """The learning rate of the last step taken (of the first step before any)."""
-        return self.config.lr * lr_factor(max(self.step - 1, 0), self.config)
+        return self.config.lr * float(self.lr_factors[max(self.step - 1, 0)])
 
     def train_epoch(self) -> Divergence | None:
         """One pass over the training split (fewer steps in a final partial epoch of a step-length run).
@@ -162,7 +163,7 @@ class Trainer:
 
     def next_lr(self) -> float:
         """The learning rate of the next step (the schedule at ``self.step``)."""
-        return self.config.lr * lr_factor(self.step, self.config)
+        return self.config.lr * float(self.lr_factors[self.step])
 
     def next_batch(self, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Images (augmented, in the run's memory format) and labels of the training indices ``batch``."""

@@ -18,7 +18,7 @@ epochs give ``sgd_noise = 7.3e-4`` and 5,000 epochs ``1.2e-2``; eta = lambda = 1
 gives ``explicit = 9.4`` (a contraction of e^-9.4).
 
 :func:`lr_multipliers` expands a run's schedule (constant, step, cosine, linear warmup) into the
-per-step factors of ``lr``, exactly as the trainer applies them (``initmem.empirical.optim.lr_factor``).
+per-step factors of ``lr``, exactly as the trainer applies them (the trainer indexes ``RunConfig.lr_multipliers()``, which calls it).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from initmem.empirical.optim import (
     DecoupledDecay,
     add_coupled_l2,
     build_optimizer,
-    lr_factor,
     set_lr,
 )
 from initmem.empirical.runlog import RunResult, load_result, read_log, read_predictions
@@ -86,7 +85,7 @@ class Killed(Exception):
 def test_schedule_factor_closed_forms(tiny_config, changes, step, expected):
     config = tiny_config(epochs=10, **changes)  # 16 images, batch 4: 40 steps
     assert config.total_steps == 40
-    assert lr_factor(step, config) == pytest.approx(expected, rel=1e-12)
+    assert config.lr_multipliers()[step] == pytest.approx(expected, rel=1e-12)
 
 
 def _one_step(config: RunConfig, w0: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -267,9 +266,8 @@ def test_norm_sq_drift_gives_the_exact_norm_identity_for_plain_sgd(tiny_config):
                 head_errors.append(error)
         # decay product of c_t^2 = (1 - lr_t (l2 + wd))^2 over the interval's steps
         steps = range(start["step"], end["step"])
-        c = [
-            1 - config.lr * lr_factor(s, config) * (config.l2 + config.weight_decay) for s in steps
-        ]
+        factors = config.lr_multipliers()
+        c = [1 - config.lr * factors[s] * (config.l2 + config.weight_decay) for s in steps]
         assert end["norm_sq_decay"] == pytest.approx(np.prod(np.square(c)), rel=1e-12)
     assert max(invariant_errors) < 1e-4
     assert min(head_errors) > 1e-3  # the identity needs scale invariance: the head breaks it

@@ -56,34 +56,6 @@ def test_sgd_noise_is_the_unit_of_norm_drift():
     assert growth == pytest.approx(2 * per_example * acc["sgd_noise"], rel=0.05)
 
 
-def test_lr_multipliers_match_the_trainer():
-    config_mod = pytest.importorskip("initmem.empirical.config")
-    optim = pytest.importorskip("initmem.empirical.optim")
-    for schedule, extra in [
-        ("constant", {}),
-        ("cosine", {"warmup_epochs": 1.5}),
-        ("step", {"step_milestones": (2, 3), "step_gamma": 0.5, "warmup_epochs": 0.5}),
-    ]:
-        cfg = config_mod.RunConfig(
-            dataset="cifar10-fixture",
-            val_size=4,
-            batch_size=2,
-            epochs=4,
-            schedule=schedule,
-            **extra,
-        ).validate()
-        ours = lr_multipliers(
-            cfg.total_steps,
-            cfg.steps_per_epoch,
-            schedule,
-            warmup_epochs=cfg.warmup_epochs,
-            step_milestones=cfg.step_milestones,
-            step_gamma=cfg.step_gamma,
-        )
-        theirs = [optim.lr_factor(t, cfg) for t in range(cfg.total_steps)]
-        np.testing.assert_allclose(ours, theirs, rtol=1e-15)
-
-
 def test_warmup_shape():
     mults = lr_multipliers(100, 10, "constant", warmup_epochs=2)
     np.testing.assert_allclose(mults[:20], (np.arange(20) + 1) / 20)
