@@ -5,7 +5,14 @@ in ``sys.modules``; import its other names from there).
 """
 
 from .config import ConfigError, RunConfig
-from .data import DataNotFoundError, DataSplits, load_splits, write_cifar10_fixture
+from .data import (
+    DataNotFoundError,
+    DataSplits,
+    clear_data_cache,
+    load_splits,
+    shared_splits,
+    write_cifar10_fixture,
+)
 from .memory import (
     accuracy_table,
     disagreement_table,
@@ -34,6 +41,7 @@ __all__ = [
     "accuracy_table",
     "apply_init_scale",
     "build_model",
+    "clear_data_cache",
     "disagreement_table",
     "list_presets",
     "load_epochs",
@@ -46,6 +54,7 @@ __all__ = [
     "resnet18",
     "run_sweep",
     "scale_invariant_parameters",
+    "shared_splits",
     "spread_table",
     "sweep_status",
     "train",

@@ -66,9 +66,11 @@ def run_local(
 
     On a GPU machine each worker is pinned to one GPU (``CUDA_VISIBLE_DEVICES``), ``runs_per_gpu``
     workers per GPU; the default is one worker per run slot (GPUs x runs_per_gpu), else one. Each
-    worker gets ``cpus // workers`` threads. Workers die with the driver (``PR_SET_PDEATHSIG``), so a
-    killed sweep leaves no orphan holding a lock. A worker that dies (killed, out of memory) fails the
-    runs in flight (``error.txt``), a fresh pool takes the rest.
+    worker gets ``cpus // workers`` threads. Each worker has its next run queued while it trains
+    (``PREFETCH_PER_WORKER``), so it starts it without waiting on the driver. Workers die with the
+    driver (``PR_SET_PDEATHSIG``), so a killed sweep leaves no orphan holding a lock. A worker that dies
+    (killed, out of memory) fails the runs it had started (``error.txt``); runs still queued behind
+    them, and the rest, go to a fresh pool.
     """
     if not tasks:
         return
@@ -89,34 +91,56 @@ def run_local(
             initializer=_init_worker,
             initargs=(slots, gpus, runs_per_gpu, threads, os.getpid()),
         )
-        in_flight: dict[Any, dict[str, Any]] = {}
+        in_flight: dict[Any, tuple[dict[str, Any], float]] = {}
         broken = False
         try:
             while (queue or in_flight) and not broken:
-                while queue and len(in_flight) < workers:
+                while queue and len(in_flight) < workers * (1 + PREFETCH_PER_WORKER):
                     task = queue.popleft()
-                    in_flight[pool.submit(execute_run, task, trainer)] = task
+                    in_flight[pool.submit(execute_run, task, trainer)] = (task, time.time())
                 finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    task = in_flight.pop(future)
+                    task, submitted = in_flight.pop(future)
                     try:
                         yield future.result()
                     except BrokenProcessPool:
                         broken = True
-                        yield record_failure(
-                            task, "worker process died abruptly (killed, or out of memory)"
-                        )
+                        in_flight[future] = (task, submitted)  # sorted out below
                     except Exception as err:  # noqa: BLE001 - recorded, the sweep goes on
                         yield record_failure(task, f"{type(err).__name__}: {err}")
-            for future, task in in_flight.items():  # a broken pool fails every run in flight
+            # A broken pool ends every run in flight: the ones a worker had started fail, the ones
+            # still queued go back to the front of the queue for the next pool, in their order.
+            unstarted = []
+            for future, (task, submitted) in in_flight.items():
                 future.cancel()
-                yield record_failure(
-                    task, "worker process died abruptly (killed, or out of memory)"
-                )
+                if _started_since(task, submitted):
+                    yield record_failure(
+                        task, "worker process died abruptly (killed, or out of memory)"
+                    )
+                else:
+                    unstarted.append(task)
+            queue.extendleft(reversed(unstarted))
             in_flight.clear()
         finally:
             pool.shutdown(wait=not broken, cancel_futures=True)
             slots.close()
+
+
+#: Runs queued per worker of the local backend beyond the one it trains: the worker picks the next
+#: one up as soon as it finishes, instead of after a round trip through the driver (BENCHMARKS.md,
+#: benchmark 5).
+PREFETCH_PER_WORKER = 1
+
+
+def _started_since(task: dict[str, Any], submitted: float) -> bool:
+    """Whether a worker took ``task``'s run lock after ``submitted`` (``time.time()``): the lock file is
+    rewritten by whoever acquires it (``sweep.run_lock``), so an older file means the run never started
+    in this pool."""
+    lock = Path(task["run_dir"]) / ".lock"
+    try:
+        return lock.stat().st_mtime >= submitted - 0.05  # file time stamps use a coarse clock
+    except FileNotFoundError:
+        return False
 
 
 def gpu_for_slot(slot: int, gpus: list[str], runs_per_gpu: int) -> str:

@@ -169,28 +169,77 @@ def load_splits(
     )
 
 
-def _read_pools(config: RunConfig, *, download: bool | None):
-    """(train pool images, labels, test images, labels, (mean, std), source text); images uint8
-    ``(n, 3, 32, 32)``, read-only; (mean, std) the training pool's channel statistics."""
+def shared_splits(
+    config: RunConfig, device: str | torch.device = "cpu", *, download: bool | None = None
+) -> DataSplits:
+    """:func:`load_splits`, kept in memory for the next call that asks for the same splits.
+
+    The runs of a sweep that share a worker process mostly share their data (same data set, sizes and
+    ``split_seed``): indexing and normalizing thousands of images per run is a measurable part of a
+    short run's cost (BENCHMARKS.md, benchmark 5). The cache holds one entry per process, keyed by the
+    config's data fields, the device and the data folder's files (names, sizes, modification times),
+    so a changed folder is read again; :func:`clear_data_cache` empties it.
+
+    The returned tensors are shared by every caller that gets the same entry: read them, never modify
+    them in place (the trainer does not).
+    """
+    device = torch.device(device)
+    located = _locate_pools(config, download=download)
+    key = (
+        config.dataset,
+        config.train_size,
+        config.resolved_val_size,
+        config.test_size,
+        config.split_seed,
+        str(device),
+        None if located is None else (located[0], str(located[1]), _folder_signature(located[1])),
+    )
+    if key not in _SHARED_SPLITS:
+        _SHARED_SPLITS.clear()  # one entry: a worker holds one data set on its device
+        _SHARED_SPLITS[key] = load_splits(config, device, download=download)
+    return _SHARED_SPLITS[key]
+
+
+#: The entry of :func:`shared_splits` (per process).
+_SHARED_SPLITS: dict[tuple, DataSplits] = {}
+
+
+def clear_data_cache() -> None:
+    """Forget the data sets this process keeps in memory (:func:`shared_splits` and decoded pools)."""
+    _SHARED_SPLITS.clear()
+    _read_folder.cache_clear()
+
+
+def _locate_pools(config: RunConfig, *, download: bool | None) -> tuple[str, Path] | None:
+    """(reader, folder) of ``config``'s data set, None for synthetic data; writes the CIFAR-10
+    fixture where it is missing and downloads where allowed (see the ``find_*`` functions)."""
     if config.dataset == "cifar10":
-        root = find_cifar10(config.data_dir, download=download)
-        return (*_read_folder("cifar10", str(root), _folder_signature(root)), str(root))
+        return "cifar10", find_cifar10(config.data_dir, download=download)
     if config.dataset == "cifar10-fixture":
         root = Path(config.data_dir) if config.data_dir else default_cache_dir()
         folder = root / "cifar10-fixture" / CIFAR10_FOLDER
         if not (folder / "batches.meta").is_file():  # the file the writer writes last
             write_cifar10_fixture(root / "cifar10-fixture")
-        return (*_read_folder("cifar10", str(folder), _folder_signature(folder)), str(folder))
+        return "cifar10", folder
     if config.dataset == "fashion-mnist":
-        folder = find_fashion_mnist(config.data_dir, download=download)
-        return (*_read_folder("fashion-mnist", str(folder), _folder_signature(folder)), str(folder))
+        return "fashion-mnist", find_fashion_mnist(config.data_dir, download=download)
     if config.dataset == "synthetic":
+        return None
+    raise ValueError(f"dataset must be one of {list(DATASETS)} (got {config.dataset!r})")
+
+
+def _read_pools(config: RunConfig, *, download: bool | None):
+    """(train pool images, labels, test images, labels, (mean, std), source text); images uint8
+    ``(n, 3, 32, 32)``, read-only; (mean, std) the training pool's channel statistics."""
+    located = _locate_pools(config, download=download)
+    if located is None:
         return (
             *synthetic_pools(config),
             SYNTHETIC_STATS,
             f"synthetic (split_seed={config.split_seed})",
         )
-    raise ValueError(f"dataset must be one of {list(DATASETS)} (got {config.dataset!r})")
+    kind, folder = located
+    return (*_read_folder(kind, str(folder), _folder_signature(folder)), str(folder))
 
 
 @functools.lru_cache(maxsize=2)
@@ -596,6 +645,7 @@ __all__ = [
     "ImageSplit",
     "augment_batch",
     "channel_stats",
+    "clear_data_cache",
     "default_cache_dir",
     "downloads_allowed",
     "find_cifar10",
@@ -607,6 +657,7 @@ __all__ = [
     "read_cifar10",
     "read_fashion_mnist",
     "read_idx",
+    "shared_splits",
     "split_indices",
     "subset_indices",
     "write_cifar10_fixture",

@@ -35,7 +35,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from .config import RunConfig
-from .data import DataSplits, load_splits
+from .data import DataSplits, shared_splits
 from .runlog import RunFiles, RunResult
 from .train import Divergence, Trainer, resolve_device, train
 
@@ -419,7 +419,7 @@ def train_packed(
     for config in configs:
         config.validate()
     if data is None:
-        data = load_splits(configs[0], resolve_device(configs[0].device), download=download)
+        data = shared_splits(configs[0], resolve_device(configs[0].device), download=download)
     groups: dict[int | None, list[int]] = {}
     for i, config in enumerate(configs):
         groups.setdefault(_start_step(config), []).append(i)

@@ -9,6 +9,7 @@ to the checkpoint's epoch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -254,7 +255,9 @@ def _write_parquet_atomic(columns: dict[str, list], path: Path) -> None:
     os.replace(tmp, path)
 
 
+@functools.lru_cache(maxsize=1)
 def _version() -> str:
+    """The installed initmem version (looked up once per process: the lookup scans the metadata)."""
     try:
         from importlib.metadata import version
 

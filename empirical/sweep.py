@@ -549,28 +549,6 @@ def resolve_trainer(trainer: str | Callable[[RunConfig], Any]) -> Callable[[RunC
         raise SweepError(f"cannot load trainer {trainer!r}: {err}") from None
 
 
-#: Config fields that decide a run's data splits (the worker-side cache key, with the device).
-DATA_FIELDS = ("dataset", "data_dir", "train_size", "val_size", "test_size", "split_seed")
-#: Per worker process: the data splits of the last run (runs of a sweep usually share them).
-_data_cache: dict[tuple, Any] = {}
-
-
-def train_with_cached_data(config: RunConfig) -> Any:
-    """The default trainer, reusing the data splits that this process loaded for its previous run.
-
-    Loading and normalizing a data set costs seconds per run; a sweep's runs mostly share their splits.
-    """
-    from initmem.empirical.data import load_splits
-    from initmem.empirical.train import resolve_device, train
-
-    device = resolve_device(config.device)
-    key = (*(getattr(config, f) for f in DATA_FIELDS), str(device))
-    if key not in _data_cache:
-        _data_cache.clear()
-        _data_cache[key] = load_splits(config, device)
-    return train(config, data=_data_cache[key])
-
-
 def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER) -> dict[str, Any]:
     """Train one run of a sweep under its lock; what every backend calls on its workers.
 
@@ -590,8 +568,7 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
             (run_dir / "error.txt").unlink(missing_ok=True)  # a retry of a failed run
             try:
                 config = RunConfig.from_dict(task["config"])
-                train = train_with_cached_data if trainer == DEFAULT_TRAINER else trainer
-                returned = resolve_trainer(train)(config)
+                returned = resolve_trainer(trainer)(config)
                 result = read_result(run_dir)
                 if result is None:  # a trainer that does not write result.json itself
                     result = _result_dict(returned, task)

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .config import ConfigError, RunConfig
-from .data import DataSplits, ImageSplit, augment_batch, load_splits
+from .data import DataSplits, ImageSplit, augment_batch, shared_splits
 from .models import build_model, scale_invariant_parameters
 from .optim import (
     DecoupledDecay,
@@ -100,7 +100,7 @@ class Trainer:
         self.config = config
         self.device = resolve_device(config.device)
         self.data = (
-            data if data is not None else load_splits(config, self.device, download=download)
+            data if data is not None else shared_splits(config, self.device, download=download)
         )
         _check_data(self.data, config, self.device)
         self.autocast_dtype = (
@@ -417,6 +417,7 @@ class _Best:
     test_acc: float = float("nan")
     test_pred: np.ndarray | None = None
     model_state: dict[str, torch.Tensor] | None = None
+    unsaved: bool = False  # best.pt does not hold model_state yet
 
     def offer(self, record: dict[str, Any], test_pred: np.ndarray, model: torch.nn.Module) -> bool:
         """Take the record (and a CPU copy of the model) if its validation accuracy beats the best;
@@ -425,6 +426,7 @@ class _Best:
             self.val_acc, self.epoch = record["val_acc"], record["epoch"]
             self.test_acc, self.test_pred = record["test_acc"], test_pred
             self.model_state = _cpu_state(model)
+            self.unsaved = True
             return True
         return False
 
@@ -480,10 +482,18 @@ def train(
     def wall_time() -> float:
         return clock_offset + time.perf_counter() - started
 
+    def save_best() -> None:
+        """best.pt, if a better model came since it was last written (written at checkpoints only:
+        a run killed in between resumes with the best of its checkpoint and rewrites best.pt)."""
+        if best.unsaved:
+            files.save_torch("best.pt", best.model_state)
+            best.unsaved = False
+
     def checkpoint() -> None:
         files.write_tables()
         if config.save_predictions:
             files.write_predictions(_labels(trainer.data.test), best.test_pred)
+        save_best()
         state = {
             "trainer": trainer.state_dict(),
             "best": vars(best) | {"model_state": _stored_best_model(best, trainer.epoch)},
@@ -495,8 +505,7 @@ def train(
     def evaluate() -> dict[str, Any]:
         record, test_pred = trainer.evaluate(wall_time())
         files.append(record, test_pred if config.save_predictions else None)
-        if best.offer(record, test_pred, trainer.model):
-            files.save_torch("best.pt", best.model_state)
+        best.offer(record, test_pred, trainer.model)
         return record
 
     if trainer.epoch == 0 and not files.records:
@@ -531,6 +540,7 @@ def train(
         files.write_tables()
         if config.save_predictions and best.test_pred is not None:
             files.write_predictions(_labels(trainer.data.test), best.test_pred)
+        save_best()
     final = files.records[-1]
     result = RunResult(
         status="diverged" if divergence is not None else "completed",

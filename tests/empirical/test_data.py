@@ -24,6 +24,7 @@ from initmem.empirical.data import (
     read_cifar10,
     read_fashion_mnist,
     read_idx,
+    shared_splits,
     split_indices,
     write_cifar10_fixture,
 )
@@ -141,6 +142,37 @@ def test_synthetic_data_is_seeded():
     assert (len(first.train), len(first.val), len(first.test)) == (64, 32, 16)
     other = load_splits(config.replace(split_seed=1))
     assert not torch.equal(first.train.images, other.train.images)
+
+
+def test_shared_splits_are_loaded_once_per_data_config(tmp_path):
+    """Runs that differ only in training fields share one copy; other data fields, or a changed data
+    folder, give a fresh one with the numbers of load_splits."""
+    write_cifar10_fixture(tmp_path / "cifar10-fixture")
+    config = RunConfig(dataset="cifar10-fixture", data_dir=str(tmp_path), batch_size=4)
+    first = shared_splits(config)
+    again = shared_splits(config.replace(alpha=4.0, seed=3, lr=0.5, out_dir=str(tmp_path / "r")))
+    assert again is first
+    fresh = load_splits(config)
+    for name in ("train", "val", "test"):
+        assert torch.equal(getattr(first, name).images, getattr(fresh, name).images)
+        assert torch.equal(getattr(first, name).labels, getattr(fresh, name).labels)
+
+    other = shared_splits(config.replace(split_seed=1))
+    assert other is not first
+    assert not torch.equal(other.val.indices, first.val.indices)
+
+    # rewrite the official test file with inverted pixels: the next call reads the folder again
+    path = tmp_path / "cifar10-fixture" / CIFAR10_FOLDER / "test_batch"
+    batch = pickle.loads(path.read_bytes(), encoding="bytes")
+    batch[b"data"] = 255 - batch[b"data"]
+    path.write_bytes(pickle.dumps(batch))
+    changed = shared_splits(config)
+    assert changed is not first
+    _, _, test_x, _ = read_cifar10(path.parent)
+    raw = changed.test.images * torch.tensor(changed.std).view(1, 3, 1, 1)
+    raw = (raw + torch.tensor(changed.mean).view(1, 3, 1, 1)) * 255
+    np.testing.assert_allclose(raw.numpy(), test_x, atol=1e-3)
+    assert not np.allclose(raw.numpy(), 255 - test_x, atol=1e-3)
 
 
 # ------------------------------------------------------------------------------------- augmentation

@@ -62,7 +62,7 @@ def fake_train(config: RunConfig) -> dict:
     """A resumable fake run of ``config.epochs`` steps, ``FAKE_STEP_S`` seconds each.
 
     Appends ``start <step>`` and ``done`` to ``journal.txt``; checkpoints its step in ``last.pt``;
-    raises for ``lr == 0.5``; reports ``diverged`` for ``alpha >= 100``; test accuracy 0.5 + seed/100
+    raises for ``lr == 0.5``; kills its process for ``lr == 0.125``; reports ``diverged`` for ``alpha >= 100``; test accuracy 0.5 + seed/100
     - |log2 alpha| / 10.
     """
     import math
@@ -74,6 +74,8 @@ def fake_train(config: RunConfig) -> dict:
         fh.write(f"start {step} pid {os.getpid()}\n")
     if config.lr == 0.5:
         raise RuntimeError("fake failure for lr = 0.5")
+    if config.lr == 0.125:
+        os._exit(3)  # the worker process dies (as if killed, or out of memory)
     delay = float(os.environ.get("FAKE_STEP_S", "0"))
     while step < config.epochs:
         time.sleep(delay)
@@ -271,6 +273,34 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path):
     for run in read_manifest(out):
         starts = [line for line in journal(run.run_dir(out)) if line.startswith("start")]
         assert len(starts) == (2 if run.config.lr == 0.5 else 1)
+
+
+def test_a_dying_worker_fails_only_the_run_it_started(tmp_path):
+    """One worker, its next run queued behind the current one: when a run kills the worker, that run
+    fails; the run queued behind it never started, so a fresh pool trains it (it does not fail)."""
+    path = write_sweep(
+        tmp_path,
+        """
+        [base]
+        dataset = "cifar10-fixture"
+        batch_size = 4
+        epochs = 2
+        [grid]
+        lr = [0.125, 0.1]
+        alpha = [1.0, 2.0, 4.0]
+        """,
+    )
+    out = tmp_path / "out"
+    status = run_sweep(path, out, trainer=FAKE, workers=1, progress=False)
+    assert (status.total, status.completed, status.failed, status.pending) == (6, 3, 3, 0)
+    for run in read_manifest(out):
+        lines = journal(run.run_dir(out))
+        assert [line.split()[0] for line in lines] == (
+            ["start"] if run.config.lr == 0.125 else ["start", "done"]
+        ), run.config
+        if run.config.lr == 0.125:
+            assert run_state(run.run_dir(out)) == "failed"
+            assert "died abruptly" in (run.run_dir(out) / "error.txt").read_text()
 
 
 def test_trainer_result_is_written_when_the_trainer_does_not(tmp_path):
@@ -498,17 +528,21 @@ def test_every_backend_trains_a_tiny_sweep_and_resumes(tmp_path, importable, bac
 
 def test_cached_data_gives_the_numbers_of_a_fresh_run(tmp_path):
     """Workers reuse the data splits of their previous run; the results must not notice."""
-    from initmem.empirical import sweep as sweep_module
+    from unittest import mock
+
+    from initmem.empirical import data as data_module
     from initmem.empirical.data import write_cifar10_fixture
     from initmem.empirical.train import train
 
     write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
     spec = SweepSpec.from_toml(TINY.format(data=tmp_path / "data"))
     first, second = spec.expand()
-    sweep_module._data_cache.clear()
-    for run in (first, second):
-        assert execute_run(run.task(tmp_path / "s"))["status"] == "completed"
-    assert len(sweep_module._data_cache) == 1  # loaded once, reused by the second run
+    data_module.clear_data_cache()
+    with mock.patch.object(data_module, "load_splits", wraps=data_module.load_splits) as loads:
+        for run in (first, second):
+            assert execute_run(run.task(tmp_path / "s"))["status"] == "completed"
+    assert loads.call_count == 1  # loaded once, reused by the second run
+    data_module.clear_data_cache()
     cached = json.loads((second.run_dir(tmp_path / "s") / "result.json").read_text())
     fresh = train(second.config.replace(out_dir=str(tmp_path / "fresh"), quiet=True))
     for key in ("best_val_acc", "test_acc", "final_train_acc", "final_test_acc", "steps_run"):
