@@ -125,3 +125,84 @@ def bench_packing(sizes: Sizes) -> list[BenchResult]:
             target=TARGET,
         )
     ]
+
+
+# ==================================================================================== in a sweep
+@dataclass(frozen=True)
+class SweepSizes:
+    k: int = 8  # runs per sweep, all packed together
+    epochs: int = 3
+    repeats: int = 2  # sweeps per side
+
+
+SWEEP_QUICK = SweepSizes(k=2, epochs=1, repeats=1)
+
+
+def bench_sweep_packing(sizes: SweepSizes, quick: bool = False) -> list[BenchResult]:
+    """The demo preset's base (one pipeline: low-lr SGD) over ``k`` alphas through ``run_sweep`` on
+    the local backend with one worker (the process's torch threads): ``pack = k`` against ``pack = 1``,
+    sweeps interleaved, wall time per sweep (worker start-up included, the same on both sides)."""
+    import shutil
+    from pathlib import Path
+
+    from initmem.empirical.sweep import SweepSpec, preset_text, run_sweep
+
+    spec = SweepSpec.from_toml(preset_text("demo"), name="demo")
+    base = {
+        **spec.base,
+        **spec.variants[0].overrides,
+        "epochs": sizes.epochs,
+        "quiet": True,
+        **({"train_size": 32, "val_size": 16, "test_size": 16} if quick else {}),
+    }
+    alphas = [float(a) for a in np.geomspace(1.0, 8.0, sizes.k)]
+    sweep = SweepSpec.from_dict(
+        {"name": "pack", "base": base, "grid": {"alpha": alphas}}, name="pack"
+    )
+    threads = torch.get_num_threads()
+    root = Path(tempfile.mkdtemp(prefix="initmem-pack-sweep-"))
+    count = {"n": 0}
+
+    def side(pack: int):
+        def run() -> None:
+            count["n"] += 1
+            folder = root / f"sweep{count['n']}"
+            status = run_sweep(
+                sweep,
+                folder,
+                workers=1,
+                pack=pack,
+                progress=False,
+                backend_options={"cpus": threads},
+            )
+            if status.completed != sizes.k:
+                raise RuntimeError(f"sweep benchmark: {status.summary()}")
+
+        return lambda: timed(run)
+
+    try:
+        seconds = interleaved({"alone": side(1), "packed": side(sizes.k)}, sizes.repeats, warmup=0)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    alone, packed = median(seconds["alone"]), median(seconds["packed"])
+    return [
+        BenchResult(
+            name="sweep_packing",
+            description=(
+                f"a sweep of {sizes.k} demo-size runs ({sizes.epochs} epochs, low-lr SGD, alpha 1-8), "
+                f"local backend, 1 worker, {threads} thread(s): pack = {sizes.k} vs pack = 1; ratio "
+                "unpacked sweep time / packed sweep time"
+            ),
+            figures={
+                "k": sizes.k,
+                "unpacked_s": alone,
+                "packed_s": packed,
+                "unpacked_range_s": spread(seconds["alone"]),
+                "packed_range_s": spread(seconds["packed"]),
+                "threads": threads,
+                "repeats": sizes.repeats,
+            },
+            ratio=alone / packed,
+            target=TARGET,
+        )
+    ]

@@ -61,7 +61,11 @@ def run_group(group: str, quick: bool):
     if group == "packing":
         import packed_runs
 
-        return packed_runs.bench_packing(packed_runs.QUICK if quick else packed_runs.Sizes())
+        return packed_runs.bench_packing(
+            packed_runs.QUICK if quick else packed_runs.Sizes()
+        ) + packed_runs.bench_sweep_packing(
+            packed_runs.SWEEP_QUICK if quick else packed_runs.SweepSizes(), quick=quick
+        )
     if group == "ntk":
         import ntk_bench
 

@@ -1,10 +1,10 @@
 """Benchmark 5: the fixed cost per run of the sweep machinery, as a fraction of a demo-size run.
 
 Sweeps of ``n_runs`` one-epoch runs at the demo's size (``empirical/presets/demo.toml``'s base:
-width-1/8 ResNet-9, 1,000 Fashion-MNIST training images, batch 32, 1,000 validation and 2,000 test
-images) go through ``initmem.empirical.sweep.run_sweep`` with the local backend and one worker:
-worker start-up, config expansion and hashing, locks, data loading, model building, the run folder
-(logs, tables, predictions, checkpoints) and result files.
+width-1/8 ResNet-9, 500 Fashion-MNIST training images, batch 16, 500 validation and 1,000 test
+images, evaluated at init and after the epoch) go through ``initmem.empirical.sweep.run_sweep`` with
+the local backend and one worker: worker start-up, config expansion and hashing, locks, data loading,
+model building, the run folder (logs, tables, predictions, checkpoints) and result files.
 
 The sweep's trainer is :func:`timed_train`: ``train()`` with a :class:`Trainer` that clocks its own
 work (the evaluations and the training epoch), writing when the run started and ended and how long
@@ -22,10 +22,8 @@ run of a worker reads, decodes and counts the data set; later runs find it in me
 ``Sizes(cold_data=True)`` empties the worker's data cache before every run: the behaviour before the
 cache existed (every run read, decoded and counted its data set), for the before/after comparison.
 
-Threads: the worker runs on this process's torch thread count (``run.py --threads``). The local backend
-gives a worker ``available_cpus() // workers`` threads and ``run_sweep`` does not pass
-``backend_options`` on to it as a CPU count, so the benchmark makes ``backends.available_cpus`` answer
-that number while the sweep starts its worker.
+Threads: the worker runs on this process's torch thread count (``run.py --threads``), passed to the
+local backend as ``backend_options={"cpus": threads}``.
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import torch
 from common import BenchResult, median, spread, timed
@@ -112,10 +109,10 @@ def timed_train(config: RunConfig):
 
 
 def timed_train_cold(config: RunConfig):
-    """:func:`timed_train` after emptying this process's cache of decoded data sets."""
-    from initmem.empirical import data
+    """:func:`timed_train` after emptying this process's data caches (decoded data sets and splits)."""
+    from initmem.empirical.data import clear_data_cache
 
-    data._read_folder.cache_clear()
+    clear_data_cache()
     return timed_train(config)
 
 
@@ -132,17 +129,17 @@ def run_timed_sweep(base: dict, n_runs: int, folder: Path, threads: int, cold: b
         name="overhead",
     )
     started = time.time()
-    with mock.patch("initmem.empirical.backends.available_cpus", return_value=threads * WORKERS):
-        seconds = timed(
-            lambda: run_sweep(
-                spec,
-                folder,
-                backend="local",
-                workers=WORKERS,
-                trainer=timed_train_cold if cold else timed_train,
-                progress=False,
-            )
+    seconds = timed(
+        lambda: run_sweep(
+            spec,
+            folder,
+            backend="local",
+            workers=WORKERS,
+            trainer=timed_train_cold if cold else timed_train,
+            progress=False,
+            backend_options={"cpus": threads * WORKERS},
         )
+    )
     runs = [json.loads(p.read_text()) for p in (folder / "runs").glob(f"*/{TIMING_FILE}")]
     if len(runs) != n_runs:
         raise RuntimeError(f"sweep benchmark: {len(runs)} of {n_runs} runs finished")

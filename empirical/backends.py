@@ -1,9 +1,11 @@
 """Execution backends of a sweep: a local process pool, SLURM job arrays (submitit), Ray.
 
 Each backend is a generator ``backend(tasks, *, trainer, workers, runs_per_gpu, sweep_dir, name,
-options)`` that runs :func:`initmem.empirical.sweep.execute_run` on every task (a plain dict from
-``SweepRun.task``) and yields one outcome dict per task as it finishes. The run folder is the record:
-the backends only schedule; locks, resume and failure records live in ``execute_run``.
+options)`` that runs :func:`initmem.empirical.sweep.execute_task` on every task (a plain dict from
+``SweepRun.task``, or a packed task of several runs from ``sweep.pack_tasks``) and yields one outcome
+dict per run as its task finishes. The run folder is the record:
+the backends only schedule; locks, resume and failure records live in ``execute_run`` /
+``execute_pack``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from initmem.empirical.sweep import SweepError, execute_run, record_failure
+from initmem.empirical.sweep import SweepError, execute_task, fail_task, task_runs
 
 Outcome = dict[str, Any]
 
@@ -60,13 +62,15 @@ def run_local(
     workers: int | None = None,
     runs_per_gpu: int = 1,
     cpus: int | None = None,
+    options: dict[str, Any] | None = None,
     **_: Any,
 ) -> Iterator[Outcome]:
     """Run tasks in a pool of ``workers`` spawned processes on this machine.
 
     On a GPU machine each worker is pinned to one GPU (``CUDA_VISIBLE_DEVICES``), ``runs_per_gpu``
     workers per GPU; the default is one worker per run slot (GPUs x runs_per_gpu), else one. Each
-    worker gets ``cpus // workers`` threads. Each worker has its next run queued while it trains
+    worker gets ``cpus // workers`` threads; ``cpus`` (or ``options["cpus"]``, as ``run_sweep``'s
+    ``backend_options`` arrive) defaults to this process's CPUs. Each worker has its next run queued while it trains
     (``PREFETCH_PER_WORKER``), so it starts it without waiting on the driver. Workers die with the
     driver (``PR_SET_PDEATHSIG``), so a killed sweep leaves no orphan holding a lock. A worker that dies
     (killed, out of memory) fails the runs it had started (``error.txt``); runs still queued behind
@@ -77,7 +81,7 @@ def run_local(
     gpus = visible_gpus()
     workers = workers or (len(gpus) * runs_per_gpu if gpus else 1)
     workers = min(workers, len(tasks))
-    cpus = cpus or available_cpus()
+    cpus = cpus or (options or {}).get("cpus") or available_cpus()
     threads = max(1, cpus // workers)
     queue = deque(tasks)
     context = multiprocessing.get_context("spawn")
@@ -97,24 +101,24 @@ def run_local(
             while (queue or in_flight) and not broken:
                 while queue and len(in_flight) < workers * (1 + PREFETCH_PER_WORKER):
                     task = queue.popleft()
-                    in_flight[pool.submit(execute_run, task, trainer)] = (task, time.time())
+                    in_flight[pool.submit(execute_task, task, trainer)] = (task, time.time())
                 finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 for future in finished:
                     task, submitted = in_flight.pop(future)
                     try:
-                        yield future.result()
+                        yield from future.result()
                     except BrokenProcessPool:
                         broken = True
                         in_flight[future] = (task, submitted)  # sorted out below
                     except Exception as err:  # noqa: BLE001 - recorded, the sweep goes on
-                        yield record_failure(task, f"{type(err).__name__}: {err}")
+                        yield from fail_task(task, f"{type(err).__name__}: {err}")
             # A broken pool ends every run in flight: the ones a worker had started fail, the ones
             # still queued go back to the front of the queue for the next pool, in their order.
             unstarted = []
             for future, (task, submitted) in in_flight.items():
                 future.cancel()
                 if _started_since(task, submitted):
-                    yield record_failure(
+                    yield from fail_task(
                         task, "worker process died abruptly (killed, or out of memory)"
                     )
                 else:
@@ -133,14 +137,15 @@ PREFETCH_PER_WORKER = 1
 
 
 def _started_since(task: dict[str, Any], submitted: float) -> bool:
-    """Whether a worker took ``task``'s run lock after ``submitted`` (``time.time()``): the lock file is
-    rewritten by whoever acquires it (``sweep.run_lock``), so an older file means the run never started
-    in this pool."""
-    lock = Path(task["run_dir"]) / ".lock"
-    try:
-        return lock.stat().st_mtime >= submitted - 0.05  # file time stamps use a coarse clock
-    except FileNotFoundError:
-        return False
+    """Whether a worker took a run lock of ``task`` after ``submitted`` (``time.time()``): the lock file
+    is rewritten by whoever acquires it (``sweep.run_lock``), so older files mean the task never
+    started in this pool."""
+    for run in task_runs(task):
+        lock = Path(run["run_dir"]) / ".lock"
+        with contextlib.suppress(FileNotFoundError):
+            if lock.stat().st_mtime >= submitted - 0.05:  # file time stamps use a coarse clock
+                return True
+    return False
 
 
 def gpu_for_slot(slot: int, gpus: list[str], runs_per_gpu: int) -> str:
@@ -182,9 +187,15 @@ class RunGroup:
 
     def __call__(self, tasks: list[dict[str, Any]]) -> list[Outcome]:
         if len(tasks) == 1:
-            return [execute_run(tasks[0], self.trainer)]
+            return execute_task(tasks[0], self.trainer)
         return list(
-            run_local(tasks, trainer=self.trainer, workers=len(tasks), runs_per_gpu=len(tasks))
+            run_local(
+                tasks,
+                trainer=self.trainer,
+                workers=len(tasks),
+                runs_per_gpu=len(tasks),
+                cpus=self.cpus,
+            )
         )
 
     def checkpoint(self, tasks: list[dict[str, Any]]) -> Any:
@@ -238,7 +249,7 @@ def run_submitit(
                 yield from job.result()
             except Exception as err:  # noqa: BLE001 - a cluster-side failure, recorded per run
                 for task in group:
-                    yield record_failure(task, f"submitit job {job.job_id} failed: {err}")
+                    yield from fail_task(task, f"submitit job {job.job_id} failed: {err}")
         if remaining:
             time.sleep(poll_s)
 
@@ -282,16 +293,18 @@ def run_ray(
             )
     try:
         gpu = 1.0 / runs_per_gpu if ray.cluster_resources().get("GPU", 0) > 0 else 0
-        remote = ray.remote(execute_run).options(num_cpus=cpus_per_run, num_gpus=gpu, max_retries=1)
+        remote = ray.remote(execute_task).options(
+            num_cpus=cpus_per_run, num_gpus=gpu, max_retries=1
+        )
         pending = {remote.remote(task, trainer): task for task in tasks}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 task = pending.pop(ref)
                 try:
-                    yield ray.get(ref)
+                    yield from ray.get(ref)
                 except Exception as err:  # noqa: BLE001 - a worker crash, recorded per run
-                    yield record_failure(task, f"ray task failed: {type(err).__name__}: {err}")
+                    yield from fail_task(task, f"ray task failed: {type(err).__name__}: {err}")
     finally:
         if started:
             ray.shutdown()

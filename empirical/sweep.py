@@ -21,7 +21,8 @@ that replaces or adds axes for its runs). The sweep is variants x grid::
     grid = { seed = [0] }        # this pipeline: one seed only
 
 An optional ``[sweep]`` table sets sweep-level defaults that the command line overrides: ``backend``
-(local, submitit, ray), ``workers``, ``runs_per_gpu``, ``ray_address``, and a ``[sweep.submitit]``
+(local, submitit, ray), ``workers``, ``runs_per_gpu``, ``pack`` (runs trained together as one packed
+computation, see :func:`run_sweep`), ``ray_address``, and a ``[sweep.submitit]``
 table of executor parameters (``timeout_min``, ``gpus_per_node``, ``cpus_per_task``,
 ``slurm_partition``, ``cluster``...).
 
@@ -67,7 +68,7 @@ else:  # pragma: no cover
 #: Keys allowed at the top of a sweep file.
 SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep")
 #: Keys of the optional ``[sweep]`` table (sweep-level options; the command line overrides them).
-SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "ray_address", "submitit")
+SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit")
 BACKENDS = ("local", "submitit", "ray")
 #: The trainer a sweep calls on each run unless told otherwise (``module:function``).
 DEFAULT_TRAINER = "initmem.empirical.train:train"
@@ -550,7 +551,7 @@ def resolve_trainer(trainer: str | Callable[[RunConfig], Any]) -> Callable[[RunC
 
 
 def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER) -> dict[str, Any]:
-    """Train one run of a sweep under its lock; what every backend calls on its workers.
+    """Train one run of a sweep under its lock.
 
     Skips a finished run, resumes an unfinished one (the trainer reads ``last.pt``), records an
     exception in ``error.txt`` (status ``failed``) instead of raising. Returns an outcome dict:
@@ -559,10 +560,9 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
     """
     start = time.monotonic()
     run_dir = Path(task["run_dir"])
-    outcome = {"hash": task["hash"], "variant": task["variant"], "message": ""}
     with run_lock(run_dir) as acquired:
         if not acquired:
-            return outcome | {"status": "locked", "message": "another process holds the run"}
+            return _locked_outcome(task)
         result = read_result(run_dir)
         if result is None:
             (run_dir / "error.txt").unlink(missing_ok=True)  # a retry of a failed run
@@ -575,17 +575,129 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
                     write_atomic(run_dir / "result.json", json.dumps(result, indent=1) + "\n")
             except Exception:
                 record_failure(task, traceback.format_exc())
-                return outcome | {
-                    "status": "failed",
-                    "message": _first_error_line(run_dir),
-                    "wall_s": time.monotonic() - start,
-                }
-        status = str(result.get("status", "completed"))
-        return outcome | {
-            "status": status,
-            "message": str(result.get("reason") or ""),
-            "wall_s": time.monotonic() - start,
-        }
+                return _failed_outcome(task, start)
+        return _finished_outcome(task, result, start)
+
+
+def execute_pack(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """Train the runs of a packed task (:func:`pack_tasks`) together with
+    :func:`~initmem.empirical.packing.train_packed` (grouped convolutions), each under its lock.
+
+    Runs held by another process are reported ``locked``, finished runs are skipped, the others are
+    trained (or resumed) as one pack. A run left without ``result.json`` (an exception in the pack)
+    gets ``error.txt``. Returns one outcome per run, in the pack's order (see :func:`execute_run`).
+    """
+    from initmem.empirical.packing import train_packed
+
+    start = time.monotonic()
+    members = task["pack"]
+    outcomes: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as locks:
+        todo = []
+        for member in members:
+            run_dir = Path(member["run_dir"])
+            if not locks.enter_context(run_lock(run_dir)):
+                outcomes[member["hash"]] = _locked_outcome(member)
+            elif (result := read_result(run_dir)) is not None:
+                outcomes[member["hash"]] = _finished_outcome(member, result, start)
+            else:
+                (run_dir / "error.txt").unlink(missing_ok=True)  # a retry of a failed run
+                todo.append(member)
+        error = ""
+        if todo:
+            try:
+                train_packed([RunConfig.from_dict(m["config"]) for m in todo], mode="grouped")
+            except Exception:
+                error = traceback.format_exc()
+        for member in todo:
+            result = read_result(member["run_dir"])
+            if result is None:
+                record_failure(member, error or "the packed run ended without a result")
+                outcomes[member["hash"]] = _failed_outcome(member, start)
+            else:
+                outcomes[member["hash"]] = _finished_outcome(member, result, start)
+    return [outcomes[m["hash"]] for m in members]
+
+
+def execute_task(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER) -> list[dict]:
+    """What every backend calls on its workers: :func:`execute_pack` for a packed task, else
+    :func:`execute_run`; a list of outcomes, one per run."""
+    if "pack" in task:
+        return execute_pack(task)
+    return [execute_run(task, trainer)]
+
+
+def task_runs(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run tasks of a task: the members of a packed task, else the task itself."""
+    return list(task.get("pack", [task]))
+
+
+def fail_task(task: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    """:func:`record_failure` for every run of a task (a dead worker, a cluster error)."""
+    return [record_failure(run, text) for run in task_runs(task)]
+
+
+def pack_tasks(tasks: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """Group run tasks into packed tasks of up to ``size`` runs for :func:`execute_pack`.
+
+    Runs are packed when they share their variant and every config field but those that packed runs
+    may differ in (``alpha``, ``seed``, ``out_dir``: ``packing.PACKABLE_FIELDS``), in the order of
+    their first appearance; a group of one stays a plain task. A packed task is
+    ``{"hash", "variant", "pack": [run tasks]}`` (its hash joins the runs' hash prefixes).
+    """
+    if size <= 1:
+        return list(tasks)
+    from initmem.empirical.packing import PACKABLE_FIELDS
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for task in tasks:
+        shared = {k: v for k, v in task["config"].items() if k not in PACKABLE_FIELDS}
+        key = json.dumps([task["variant"], shared], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(task)
+    packed = []
+    for group in groups.values():
+        for i in range(0, len(group), size):
+            chunk = group[i : i + size]
+            if len(chunk) == 1:
+                packed.append(chunk[0])
+            else:
+                packed.append(
+                    {
+                        "hash": "+".join(t["hash"][:8] for t in chunk),
+                        "variant": chunk[0]["variant"],
+                        "pack": chunk,
+                    }
+                )
+    return packed
+
+
+def _locked_outcome(task: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "hash": task["hash"],
+        "variant": task["variant"],
+        "status": "locked",
+        "message": "another process holds the run",
+    }
+
+
+def _failed_outcome(task: dict[str, Any], start: float) -> dict[str, Any]:
+    return {
+        "hash": task["hash"],
+        "variant": task["variant"],
+        "status": "failed",
+        "message": _first_error_line(Path(task["run_dir"])),
+        "wall_s": time.monotonic() - start,
+    }
+
+
+def _finished_outcome(task: dict[str, Any], result: dict[str, Any], start: float) -> dict[str, Any]:
+    return {
+        "hash": task["hash"],
+        "variant": task["variant"],
+        "status": str(result.get("status", "completed")),
+        "message": str(result.get("reason") or ""),
+        "wall_s": time.monotonic() - start,
+    }
 
 
 def record_failure(task: dict[str, Any], text: str) -> dict[str, Any]:
@@ -618,6 +730,7 @@ def run_sweep(
     backend: str | None = None,
     workers: int | None = None,
     runs_per_gpu: int | None = None,
+    pack: int | None = None,
     trainer: str | Callable[[RunConfig], Any] = DEFAULT_TRAINER,
     progress: bool = True,
     update: bool = False,
@@ -628,6 +741,9 @@ def run_sweep(
     ``backend`` is ``local`` (a process pool of ``workers``; the default), ``submitit`` (SLURM job
     arrays, ``workers`` = the cap on parallel array tasks) or ``ray``. Arguments left as None take the
     sweep file's ``[sweep]`` options, then the defaults. ``runs_per_gpu`` runs share one GPU.
+    ``pack`` > 1 trains up to that many runs that differ only in alpha and seed as one packed
+    computation (:func:`pack_tasks`, :func:`execute_pack`; default 1: no packing): worth it where one
+    run leaves the device idle (a GPU, or a CPU worker with several threads; BENCHMARKS.md, 3).
     ``trainer`` is ``module:function`` (or a picklable callable) taking a RunConfig and writing the
     run folder. Failed and diverged runs are recorded and the sweep goes on; failed runs are retried
     by the next call. Invalid sweeps raise SweepError before anything runs.
@@ -646,12 +762,18 @@ def run_sweep(
         raise SweepError(f"workers must be a positive integer (got {workers!r})")
     if not isinstance(runs_per_gpu, int) or runs_per_gpu < 1:
         raise SweepError(f"runs_per_gpu must be a positive integer (got {runs_per_gpu!r})")
+    pack = pack if pack is not None else options.get("pack", 1)
+    if not isinstance(pack, int) or isinstance(pack, bool) or pack < 1:
+        raise SweepError(f"pack must be a positive integer (got {pack!r})")
+    if pack > 1 and trainer != DEFAULT_TRAINER:
+        raise SweepError(f"pack > 1 trains with initmem's own trainer; got trainer {trainer!r}")
     if isinstance(trainer, str):
         resolve_trainer(trainer)  # fail now, not on every worker
     runs = prepare_sweep(spec, sweep_dir, update=update)
     todo = [
         r.task(sweep_dir) for r in runs if run_state(r.run_dir(sweep_dir)) not in FINISHED_STATES
     ]
+    todo = pack_tasks(todo, pack)
     extra = dict(backend_options or {})
     if backend == "ray":
         extra.setdefault("address", options.get("ray_address"))
@@ -721,8 +843,12 @@ __all__ = [
     "SweepSpec",
     "SweepStatus",
     "Variant",
+    "execute_pack",
     "execute_run",
+    "execute_task",
+    "fail_task",
     "list_presets",
+    "pack_tasks",
     "lock_is_held",
     "preset_text",
     "prepare_sweep",
@@ -733,5 +859,6 @@ __all__ = [
     "run_state",
     "run_sweep",
     "sweep_status",
+    "task_runs",
     "write_atomic",
 ]

@@ -1,6 +1,6 @@
 """``initmem sweep``: run a sweep file (or a preset) into a folder, show its status, list presets.
 
-    initmem sweep run FILE|PRESET --out DIR [--backend local|submitit|ray] [--workers N]
+    initmem sweep run FILE|PRESET --out DIR [--backend local|submitit|ray] [--workers N] [--pack K]
     initmem sweep status DIR [--json]
     initmem sweep presets
 
@@ -43,6 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--runs-per-gpu", type=int, metavar="K", help="runs sharing one GPU (default 1)"
+    )
+    run.add_argument(
+        "--pack",
+        type=int,
+        metavar="K",
+        help="train up to K runs that differ only in alpha/seed as one packed computation "
+        "(grouped convolutions; default 1: none). Pays on a GPU or a multi-thread CPU worker",
     )
     run.add_argument(
         "--set",
@@ -131,6 +138,7 @@ def run_command(args: argparse.Namespace) -> int:
             backend=backend,
             workers=args.workers,
             runs_per_gpu=args.runs_per_gpu,
+            pack=args.pack,
             trainer=args.trainer or DEFAULT_TRAINER,
             progress=not args.quiet,
             update=args.update,

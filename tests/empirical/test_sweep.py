@@ -22,9 +22,11 @@ from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import (
     SweepError,
     SweepSpec,
+    execute_pack,
     execute_run,
     list_presets,
     lock_is_held,
+    pack_tasks,
     prepare_sweep,
     read_manifest,
     run_lock,
@@ -597,3 +599,64 @@ def test_submitit_packs_runs_per_gpu_into_one_array_task_and_requeues_them(tmp_p
     tasks = [r.task(out) for r in read_manifest(out)[:2]]
     resubmission = group.checkpoint(tasks)  # what submitit requeues on timeout or preemption
     assert resubmission.function is group and resubmission.args == (tasks,)
+
+
+# ====================================================================== packed runs
+def test_pack_tasks_groups_runs_that_differ_only_in_alpha_and_seed(tmp_path):
+    spec = SweepSpec.from_toml(textwrap.dedent(SWEEP))
+    tasks = [run.task(tmp_path) for run in spec.expand()]
+    assert pack_tasks(tasks, 1) == tasks
+    packed = pack_tasks(tasks, 4)
+    sizes = sorted((t["variant"], len(t.get("pack", [t]))) for t in packed)
+    assert sizes == [("adam", 3), ("sgd", 2), ("sgd", 4)]  # sgd: 3 alphas x 2 seeds; adam: 3 x 1
+    members = [m for t in packed for m in t["pack"]]
+    assert sorted(m["hash"] for m in members) == sorted(t["hash"] for t in tasks)
+    for task in packed:
+        first = task["pack"][0]["config"]
+        for member in task["pack"]:
+            differ = {k for k in first if member["config"][k] != first[k]}
+            assert differ <= {"alpha", "seed", "out_dir"}
+        order = [tasks.index(m) for m in task["pack"]]
+        assert order == sorted(order)  # the sweep's order within a pack
+
+
+def test_pack_needs_a_positive_size_and_the_default_trainer(tmp_path):
+    path = write_sweep(tmp_path)
+    with pytest.raises(SweepError, match="pack must be a positive integer"):
+        run_sweep(path, tmp_path / "o", pack=0, progress=False)
+    with pytest.raises(SweepError, match="pack > 1 trains with initmem's own trainer"):
+        run_sweep(path, tmp_path / "o", pack=2, trainer=FAKE, progress=False)
+
+
+def test_a_packed_sweep_writes_the_runs_of_an_unpacked_one(tmp_path):
+    """pack = 2 trains the two runs of the tiny sweep as one packed computation: the same run folders,
+    logs equal to the unpacked sweep's to float rounding (lr 0.002 keeps the tiny runs tame); a pack
+    whose first run is finished trains only the second."""
+    from initmem.empirical.data import write_cifar10_fixture
+
+    write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
+    spec = SweepSpec.from_toml(TINY.format(data=tmp_path / "data")).with_overrides({"lr": 0.002})
+    packed = run_sweep(spec, tmp_path / "packed", pack=2, workers=1, progress=False)
+    alone = run_sweep(spec, tmp_path / "alone", workers=1, progress=False)
+    assert packed.completed == alone.completed == 2
+    for run in read_manifest(tmp_path / "packed"):
+        a = journal_records(run.run_dir(tmp_path / "packed"))
+        b = journal_records(run.run_dir(tmp_path / "alone"))
+        assert [r["epoch"] for r in a] == [r["epoch"] for r in b] == [0, 1]
+        for key in ("weight_norm", "dist_from_init", "train_loss", "val_loss", "test_loss"):
+            assert a[-1][key] == pytest.approx(b[-1][key], rel=1e-4), key
+
+    first, second = read_manifest(tmp_path / "packed")
+    kept = (first.run_dir(tmp_path / "packed") / "result.json").stat().st_mtime_ns
+    for path in second.run_dir(tmp_path / "packed").iterdir():
+        if path.is_file() and path.name != ".lock":
+            path.unlink()
+    task = pack_tasks([first.task(tmp_path / "packed"), second.task(tmp_path / "packed")], 2)[0]
+    outcomes = execute_pack(task)
+    assert [o["hash"] for o in outcomes] == [first.hash, second.hash]
+    assert [o["status"] for o in outcomes] == ["completed", "completed"]
+    assert (first.run_dir(tmp_path / "packed") / "result.json").stat().st_mtime_ns == kept
+    again = journal_records(second.run_dir(tmp_path / "packed"))
+    assert again[-1]["weight_norm"] == pytest.approx(
+        journal_records(second.run_dir(tmp_path / "alone"))[-1]["weight_norm"], rel=1e-4
+    )
