@@ -19,14 +19,15 @@ parameters; each run's optimizer then steps on its own view. Two packed forwards
 Whether packing pays depends on the device: see BENCHMARKS.md (benchmark 3) for the measured speed of
 both modes against the same runs one after another. Evaluation, logging and checkpoints stay per run
 (each run's ``train()`` runs in its own thread; the packed epoch runs when all of them are waiting for
-it, and evaluations take turns so that they do not oversubscribe the CPU).
+it, and their evaluations run one at a time on the caller's thread, which does all the torch work).
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -314,26 +315,39 @@ class Pack:
 
 # ==================================================================================== whole runs
 class _Coordinator:
-    """Runs the packed epoch once every run still training has asked for it (each run's train()
-    lives in its own thread; this one, the caller's, does the work)."""
+    """The thread that does a pack's torch work. Each run's train() lives in its own thread; this one
+    (the caller's) runs the packed epoch once every run still training has asked for it, and runs the
+    runs' evaluations one at a time as they ask. Keeping the compute on one thread matters: every thread
+    that enters torch's OpenMP regions gets its own team of threads, and K teams on a few cores made
+    the same evaluations 1.5x slower (BENCHMARKS.md, benchmark 3)."""
 
     def __init__(self, pack: Pack):
         self.pack = pack
         self.cond = threading.Condition()
         self.active = set(id(t) for t in pack.trainers)
         self.waiting: set[int] = set()
-        self.answers: dict[int, Any] = {}
-        self.eval_lock = threading.Lock()
+        self.calls: deque[tuple[int, Callable[[], Any]]] = deque()
+        self.answers: dict[int, tuple[bool, Any]] = {}  # run -> (ok, value or exception)
+
+    def _ask(self, trainer: Trainer) -> Any:
+        """Wait (holding ``cond``) for the answer to ``trainer``'s request; return it or raise it."""
+        self.cond.notify_all()
+        self.cond.wait_for(lambda: id(trainer) in self.answers)
+        ok, value = self.answers.pop(id(trainer))
+        if not ok:
+            raise value
+        return value
 
     def request_epoch(self, trainer: Trainer) -> Divergence | None:
         with self.cond:
             self.waiting.add(id(trainer))
-            self.cond.notify_all()
-            self.cond.wait_for(lambda: id(trainer) in self.answers)
-            answer = self.answers.pop(id(trainer))
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+            return self._ask(trainer)
+
+    def call(self, trainer: Trainer, fn: Callable[[], Any]) -> Any:
+        """``fn()`` run on the coordinator's thread, for ``trainer``'s thread."""
+        with self.cond:
+            self.calls.append((id(trainer), fn))
+            return self._ask(trainer)
 
     def leave(self, trainer: Trainer) -> None:
         with self.cond:
@@ -344,27 +358,42 @@ class _Coordinator:
     def serve(self) -> None:
         while True:
             with self.cond:
-                self.cond.wait_for(lambda: not self.active or self.active <= self.waiting)
-                if not self.active:
+                self.cond.wait_for(
+                    lambda: self.calls or not self.active or self.active <= self.waiting
+                )
+                call = self.calls.popleft() if self.calls else None
+                if call is None and not self.active:
                     return
-                self.waiting.clear()
-            members = [t for t in self.pack.trainers if id(t) in self.active]
-            if len(members) != len(self.pack.trainers):  # some left (diverged elsewhere or failed)
-                positions = {id(t): i for i, t in enumerate(self.pack.trainers)}
-                self.pack.packed.keep([positions[id(t)] for t in members])
-                self.pack.trainers = members
-            try:
-                outcomes = dict(zip((id(t) for t in members), self.pack.train_epoch(), strict=True))
-            except Exception as err:  # noqa: BLE001 - handed to every run's thread
-                outcomes = {id(t): err for t in members}
+                if call is None:
+                    self.waiting.clear()
+            answers = self._run_call(*call) if call is not None else self._run_epoch()
             with self.cond:
-                self.answers.update(outcomes)
+                self.answers.update(answers)
                 self.cond.notify_all()
+
+    @staticmethod
+    def _run_call(key: int, fn: Callable[[], Any]) -> dict[int, tuple[bool, Any]]:
+        try:
+            return {key: (True, fn())}
+        except BaseException as err:  # noqa: BLE001 - raised in the run's thread
+            return {key: (False, err)}
+
+    def _run_epoch(self) -> dict[int, tuple[bool, Any]]:
+        members = [t for t in self.pack.trainers if id(t) in self.active]
+        if len(members) != len(self.pack.trainers):  # some left (diverged elsewhere or failed)
+            positions = {id(t): i for i, t in enumerate(self.pack.trainers)}
+            self.pack.packed.keep([positions[id(t)] for t in members])
+            self.pack.trainers = members
+        try:
+            outcomes = self.pack.train_epoch()
+        except Exception as err:  # noqa: BLE001 - handed to every run's thread
+            return {id(t): (False, err) for t in members}
+        return {id(t): (True, outcome) for t, outcome in zip(members, outcomes, strict=True)}
 
 
 class PackMember(Trainer):
-    """A run's Trainer inside a pack: its epochs are the pack's, its evaluations take turns, and its
-    checkpoint holds its own tensors (not views of the whole stack)."""
+    """A run's Trainer inside a pack: its epochs are the pack's, its evaluations run on the pack's
+    thread one at a time, and its checkpoint holds its own tensors (not views of the whole stack)."""
 
     coordinator: _Coordinator | None = None
 
@@ -376,8 +405,7 @@ class PackMember(Trainer):
     def evaluate(self, wall_time: float):
         if self.coordinator is None:
             return super().evaluate(wall_time)
-        with self.coordinator.eval_lock:
-            return super().evaluate(wall_time)
+        return self.coordinator.call(self, lambda: super(PackMember, self).evaluate(wall_time))
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -442,6 +470,10 @@ def _train_group(configs, indices, mode, data, resume) -> dict[int, RunResult]:
     errors: list[BaseException] = []
 
     def run(position: int) -> None:
+        # This thread's own torch work (checkpoints) is light. Give it one OpenMP thread: a thread that
+        # enters a parallel region gets a team of its own, and with K idle teams on a few cores the
+        # OpenMP runtime stops spinning, which made the packed epochs 1.4x slower (BENCHMARKS.md, 3).
+        torch.set_num_threads(1)
         try:
             results[indices[position]] = train(
                 configs[position], resume=resume, data=data, trainer=trainers[position]
