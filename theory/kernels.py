@@ -373,6 +373,20 @@ def _per_sample_jacobian(f, params: dict, x: torch.Tensor) -> torch.Tensor:
     return torch.cat([j.reshape(b, k, -1) for j in jac.values()], dim=2).reshape(b * k, -1)
 
 
+def _stacked_jacobian(f, params: dict, x: torch.Tensor, block_size: int) -> torch.Tensor:
+    """The Jacobian of all of ``x``, shape (n * k, P), computed ``block_size`` samples at a time into
+    one preallocated matrix (no concatenation copy)."""
+    first = _per_sample_jacobian(f, params, x[:block_size])
+    per_sample = first.shape[0] // min(block_size, x.shape[0])
+    out = first.new_empty((x.shape[0] * per_sample, first.shape[1]))
+    out[: first.shape[0]] = first
+    del first
+    for i in range(block_size, x.shape[0], block_size):
+        jac = _per_sample_jacobian(f, params, x[i : i + block_size])
+        out[i * per_sample : i * per_sample + jac.shape[0]] = jac
+    return out
+
+
 def _ntvp_block(f, params: dict, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
     """Theta(x1, x2) by NTK-vector products: J1 (J2^T e_j) for every output e_j of the x2 block.
 
@@ -413,17 +427,18 @@ def empirical_ntk(
     at about ``2 * block_size * k * P`` numbers for ``P`` parameters:
 
     - ``implementation="jacobian"``: per-sample Jacobians (``vmap(jacrev)``), contracted blockwise.
-      When the Jacobians of all of x2 fit in :data:`JACOBIAN_CACHE_BYTES` (``n2 * k * P`` numbers
-      in the module's dtype), each block's Jacobian is computed once and kept (memory about
-      ``(n2 + block_size) * k * P`` numbers); otherwise x2's blocks are recomputed for every x1
+      When the Jacobian of all of x2 fits in :data:`JACOBIAN_CACHE_BYTES` (``n2 * k * P`` numbers
+      in the module's dtype), it is computed once, block by block, into one matrix and each x1
+      block is one matrix product with it (``x2=None``: one product in all); memory about
+      ``(n2 + block_size) * k * P`` numbers. Otherwise x2's blocks are recomputed for every x1
       block, and memory stays at the bound above.
     - ``implementation="ntvp"``: NTK-vector products: ``vjp`` gives ``J2^T e`` for every output
       ``e`` of an x2 block, and one ``jvp`` per such vector gives ``J1 (J2^T e)``; only one block's
       Jacobian is held at a time (about ``block_size * k * P`` numbers).
 
     The module is called as it is (its mode, dtype and device): put BatchNorm/Dropout in eval mode.
-    The arithmetic is in the module's dtype; the result is float64 numpy. ``x2=None`` computes only
-    the upper blocks of ``k(x1, x1)`` and mirrors them, so the result is exactly symmetric.
+    The arithmetic is in the module's dtype; the result is float64 numpy. ``x2=None`` computes
+    ``k(x1, x1)`` once (one product, or the upper blocks mirrored) and symmetrizes it exactly.
     """
     if implementation not in ("jacobian", "ntvp"):
         raise ValueError(f"implementation must be 'jacobian' or 'ntvp', got {implementation!r}")
@@ -445,37 +460,34 @@ def empirical_ntk(
     starts2 = range(0, n2, block_size)
     n_params = sum(p.numel() for p in params.values())
     itemsize = next(iter(params.values())).element_size()
-    keep_x2_jacobians = n2 * k * n_params * itemsize <= JACOBIAN_CACHE_BYTES
-    x2_jacobians: dict[int, torch.Tensor] = {}  # block start -> Jacobian, when they fit
-
-    def x2_jacobian(j: int) -> torch.Tensor:
-        if j in x2_jacobians:
-            return x2_jacobians[j]
-        jac = _per_sample_jacobian(f, params, x2t[j : j + block_size])
-        if keep_x2_jacobians:
-            x2_jacobians[j] = jac
-        return jac
-
-    for i in starts1:
-        xa = x1t[i : i + block_size]
-        ja = None
-        if implementation == "jacobian":
-            ja = x2_jacobian(i) if symmetric else _per_sample_jacobian(f, params, xa)
-        for j in starts2:
-            if symmetric and j < i:
-                continue
-            xb = x2t[j : j + block_size]
-            if implementation == "jacobian":
-                jb = ja if (symmetric and j == i) else x2_jacobian(j)
-                block = ja @ jb.T
-            else:
-                block = _ntvp_block(f, params, xa, xb)
-            block = block.detach().cpu().double().numpy()
-            rows = slice(i * k, (i + xa.shape[0]) * k)
-            cols = slice(j * k, (j + xb.shape[0]) * k)
-            ntk[rows, cols] = block
-            if symmetric:
-                ntk[cols, rows] = block.T
+    if implementation == "jacobian" and n2 * k * n_params * itemsize <= JACOBIAN_CACHE_BYTES:
+        # x2's Jacobian held whole: one matrix product per x1 block, one in all when symmetric
+        j2 = _stacked_jacobian(f, params, x2t, block_size)
+        if symmetric:
+            ntk = (j2 @ j2.T).detach().cpu().double().numpy()
+        else:
+            for i in starts1:
+                ja = _per_sample_jacobian(f, params, x1t[i : i + block_size])
+                ntk[i * k : i * k + ja.shape[0]] = (ja @ j2.T).detach().cpu().double().numpy()
+    else:
+        for i in starts1:
+            xa = x1t[i : i + block_size]
+            ja = _per_sample_jacobian(f, params, xa) if implementation == "jacobian" else None
+            for j in starts2:
+                if symmetric and j < i:
+                    continue
+                xb = x2t[j : j + block_size]
+                if implementation == "jacobian":
+                    jb = ja if (symmetric and j == i) else _per_sample_jacobian(f, params, xb)
+                    block = ja @ jb.T
+                else:
+                    block = _ntvp_block(f, params, xa, xb)
+                block = block.detach().cpu().double().numpy()
+                rows = slice(i * k, (i + xa.shape[0]) * k)
+                cols = slice(j * k, (j + xb.shape[0]) * k)
+                ntk[rows, cols] = block
+                if symmetric:
+                    ntk[cols, rows] = block.T
     if symmetric:
         ntk = (ntk + ntk.T) / 2
     o1 = out1.detach().cpu().double().numpy().reshape(-1)
@@ -496,11 +508,7 @@ def empirical_jacobian(module: nn.Module, x, *, block_size: int = 64) -> np.ndar
     block_size = _check_block_size(block_size)
     f, params = _functional(module)
     xt = _as_module_input("x", x, params)
-    blocks = [
-        _per_sample_jacobian(f, params, xt[i : i + block_size]).detach().cpu().double().numpy()
-        for i in range(0, xt.shape[0], block_size)
-    ]
-    return np.concatenate(blocks, axis=0)
+    return _stacked_jacobian(f, params, xt, block_size).detach().cpu().double().numpy()
 
 
 def flat_parameters(module: nn.Module) -> np.ndarray:

@@ -150,11 +150,26 @@ def _factors(
     ``d(w) = (h(w) - h(0)) / w`` (its limit ``h'(0)`` at ``w = 0``) and ``h0 = h(0)``, the multiplier
     of parameter directions that the training outputs do not see.
     """
+    h, d, h0 = _factors_over_times(
+        w, lr, np.array([t], dtype=np.float64), size, weight_decay, discrete
+    )
+    return h[0], d[0], float(h0[0])
+
+
+def _factors_over_times(
+    w: np.ndarray, lr: float, t: np.ndarray, size: int, weight_decay: float, discrete: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_factors` at every time of the 1-d array ``t`` at once: ``h``, ``d`` of shape
+    ``(T, n)`` and ``h0`` of shape ``(T,)`` (one row per time)."""
     lam, inv_n = weight_decay, 1.0 / size
     null = w <= _null_tol(w)
-    if lr == 0.0 or t == 0.0:
-        return np.ones_like(w), np.zeros_like(w), 1.0
-    if np.isinf(t):
+    h = np.ones((t.size, w.size))
+    d = np.zeros((t.size, w.size))
+    h0 = np.ones(t.size)
+    if lr == 0.0:
+        return h, d, h0
+    at_inf = np.isinf(t)
+    if at_inf.any():
         if discrete:
             a = 1.0 - lr * lam
             worst = np.abs(a - lr * w[~null] * inv_n)
@@ -165,26 +180,33 @@ def _factors(
                     "so discrete gradient descent does not converge"
                 )
         if lam > 0:
-            return np.zeros_like(w), np.zeros_like(w), 0.0
-        h = np.where(null, 1.0, 0.0)
-        d = np.where(null, 0.0, -1.0 / np.where(null, 1.0, w))
-        return h, d, 1.0
-    if not discrete:
-        h0 = float(np.exp(-lr * t * lam))
-        h = np.exp(-lr * t * (lam + w * inv_n))
-        safe_w = np.where(w > 0, w, 1.0)
-        d = np.where(w > 0, h0 * np.expm1(-lr * t * w * inv_n) / safe_w, -h0 * lr * t * inv_n)
+            h[at_inf], d[at_inf], h0[at_inf] = 0.0, 0.0, 0.0
+        else:
+            h[at_inf] = np.where(null, 1.0, 0.0)
+            d[at_inf] = np.where(null, 0.0, -1.0 / np.where(null, 1.0, w))
+    rows = ~at_inf & (t != 0.0)
+    if not rows.any():
         return h, d, h0
-    a = 1.0 - lr * lam
-    h0 = float(a**t)
-    b = lr * w * inv_n
-    h = (a - b) ** t
-    small = b <= 0.5 * a  # (a - b)^t - a^t = a^t expm1(t log1p(-b/a)), no cancellation
-    safe_w = np.where(w > 0, w, 1.0)
-    d_small = h0 * np.expm1(t * np.log1p(-np.where(small, b, 0.0) / a)) / safe_w
-    d_large = (h - h0) / safe_w
-    d = np.where(small, d_small, d_large)
-    d = np.where(w > 0, d, -t * a ** (t - 1) * lr * inv_n)
+    tt = t[rows][:, None]  # (T', 1) against w (n,)
+    positive = w > 0
+    safe_w = np.where(positive, w, 1.0)
+    if not discrete:
+        h0_t = np.exp(-lr * tt * lam)
+        h_t = np.exp(-lr * tt * (lam + w * inv_n))
+        d_t = np.where(
+            positive, h0_t * np.expm1(-lr * tt * w * inv_n) / safe_w, -h0_t * lr * tt * inv_n
+        )
+    else:
+        a = 1.0 - lr * lam
+        h0_t = a**tt
+        b = lr * w * inv_n
+        h_t = (a - b) ** tt
+        small = b <= 0.5 * a  # (a - b)^t - a^t = a^t expm1(t log1p(-b/a)), no cancellation
+        d_small = h0_t * np.expm1(tt * np.log1p(-np.where(small, b, 0.0) / a)) / safe_w
+        d_large = (h_t - h0_t) / safe_w
+        d_t = np.where(small, d_small, d_large)
+        d_t = np.where(positive, d_t, -tt * a ** (tt - 1) * lr * inv_n)
+    h[rows], d[rows], h0[rows] = h_t, d_t, h0_t[:, 0]
     return h, d, h0
 
 
@@ -244,10 +266,7 @@ def _linearized(
     # Time-independent products first; then every time at once (one matrix product per output).
     vt_residual = v.T @ (y - g_X).reshape(n, -1)  # (n, c) in the eigenbasis
     vt_u = v.T @ u_X.reshape(n, -1)
-    factors = [_factors(w, lr, float(ti), size, lam, discrete) for ti in t.reshape(-1)]
-    h = np.stack([f[0] for f in factors])  # (T, n): one row per time
-    d = np.stack([f[1] for f in factors])
-    h0 = np.array([f[2] for f in factors])  # (T,)
+    h, d, h0 = _factors_over_times(w, lr, t.reshape(-1).astype(np.float64), size, lam, discrete)
     if lam == 0.0:
         q, r = -d, 1.0 - h
     else:

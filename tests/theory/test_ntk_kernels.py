@@ -117,6 +117,27 @@ def test_empirical_ntk_independent_of_block_size_and_equal_to_jacobian_product(i
         np.testing.assert_allclose(blocked, full, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_empirical_ntk_with_and_without_the_jacobian_cache(
+    inputs, small_net, monkeypatch, symmetric
+):
+    """x2's Jacobian held whole (one product per x1 block) or recomputed block by block: the same
+    kernel, equal to the product of the Jacobians (stacked in blocks that do not divide n)."""
+    from initmem.theory import kernels
+
+    x1, x2 = inputs
+    x2 = None if symmetric else x2
+    cached = empirical_ntk(small_net, x1, x2, block_size=4, trace_outputs=False).ntk
+    monkeypatch.setattr(kernels, "JACOBIAN_CACHE_BYTES", 0)
+    recomputed = empirical_ntk(small_net, x1, x2, block_size=4, trace_outputs=False).ntk
+    np.testing.assert_allclose(recomputed, cached, rtol=1e-12, atol=1e-12)
+    jac1 = empirical_jacobian(small_net, x1, block_size=3)
+    jac2 = jac1 if symmetric else empirical_jacobian(small_net, x2, block_size=5)
+    np.testing.assert_allclose(cached, jac1 @ jac2.T, rtol=1e-12, atol=1e-12)
+    if symmetric:
+        assert np.array_equal(cached, cached.T)
+
+
 def test_empirical_ntk_in_float32_returns_float64(inputs):
     x1, _ = inputs
     net64 = ReLUMLP(5, 64, 1, W_std=1.4, b_std=0.3, seed=3)
