@@ -770,10 +770,10 @@ def run_sweep(
     if isinstance(trainer, str):
         resolve_trainer(trainer)  # fail now, not on every worker
     runs = prepare_sweep(spec, sweep_dir, update=update)
-    todo = [
+    unfinished = [
         r.task(sweep_dir) for r in runs if run_state(r.run_dir(sweep_dir)) not in FINISHED_STATES
     ]
-    todo = pack_tasks(todo, pack)
+    todo = pack_tasks(unfinished, pack)
     extra = dict(backend_options or {})
     if backend == "ray":
         extra.setdefault("address", options.get("ray_address"))
@@ -787,7 +787,7 @@ def run_sweep(
     axes = list(dict.fromkeys([*spec.grid, *(k for v in spec.variants for k in v.grid)]))
     bar = tqdm(
         total=len(runs),
-        initial=len(runs) - len(todo),
+        initial=len(runs) - len(unfinished),
         desc=f"sweep {spec.name}",
         unit="run",
         disable=not progress,

@@ -628,7 +628,7 @@ def test_pack_needs_a_positive_size_and_the_default_trainer(tmp_path):
         run_sweep(path, tmp_path / "o", pack=2, trainer=FAKE, progress=False)
 
 
-def test_a_packed_sweep_writes_the_runs_of_an_unpacked_one(tmp_path):
+def test_a_packed_sweep_writes_the_runs_of_an_unpacked_one(tmp_path, capsys):
     """pack = 2 trains the two runs of the tiny sweep as one packed computation: the same run folders,
     logs equal to the unpacked sweep's to float rounding (lr 0.002 keeps the tiny runs tame); a pack
     whose first run is finished trains only the second."""
@@ -636,7 +636,9 @@ def test_a_packed_sweep_writes_the_runs_of_an_unpacked_one(tmp_path):
 
     write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
     spec = SweepSpec.from_toml(TINY.format(data=tmp_path / "data")).with_overrides({"lr": 0.002})
-    packed = run_sweep(spec, tmp_path / "packed", pack=2, workers=1, progress=False)
+    packed = run_sweep(spec, tmp_path / "packed", pack=2, workers=1, progress=True)
+    bar = capsys.readouterr().err
+    assert "2/2" in bar and "3/2" not in bar and "0/2" in bar  # the bar counts runs, not packs
     alone = run_sweep(spec, tmp_path / "alone", workers=1, progress=False)
     assert packed.completed == alone.completed == 2
     for run in read_manifest(tmp_path / "packed"):
