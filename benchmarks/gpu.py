@@ -71,26 +71,16 @@ SMOKE = GpuSizes(
 def part1_width1(sizes: GpuSizes, deadline: float) -> list[BenchResult]:
     """ResNet-9 at ``sizes.width`` through the real trainer: one entry per (batch, compile); the
     configurations left when ``deadline`` (a ``time.perf_counter()`` value) passes are skipped."""
-    from gpu_train_check import time_epochs
+    from gpu_train_check import synthetic_config, time_epochs
 
-    from initmem.empirical.config import RunConfig
     from initmem.empirical.data import load_splits
 
-    base = RunConfig(
-        dataset="synthetic",
-        train_size=sizes.images,
-        val_size=1_000,
-        test_size=1_000,
-        model="resnet9",
-        width=sizes.width,
-        batch_size=min(sizes.batch_sizes),
-        epochs=2,
-        lr=0.01,
-        momentum=0.9,
-        device=sizes.device,
-        precision=sizes.precision,
-        channels_last=True,
-        quiet=True,
+    base = synthetic_config(
+        sizes.images,
+        sizes.width,
+        min(sizes.batch_sizes),
+        sizes.device,
+        sizes.precision,
         out_dir="runs/gpu_bench",
     )
     data = load_splits(base, sizes.device)

@@ -40,6 +40,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def synthetic_config(
+    images: int,
+    width: float,
+    batch_size: int,
+    device: str,
+    precision: str,
+    channels_last: bool = True,
+    out_dir: str = "runs/gpu_train_check",
+) -> RunConfig:
+    """ResNet-9 on ``images`` CIFAR-shaped random images (1,000 held out each for validation and test),
+    SGD lr 0.01 momentum 0.9: the GPU checks' run config. The Trainer writes nothing; train() would
+    write ``out_dir``."""
+    held_out = 1_000
+    return RunConfig(
+        dataset="synthetic",
+        train_size=images,
+        val_size=held_out,
+        test_size=held_out,
+        model="resnet9",
+        width=width,
+        batch_size=batch_size,
+        epochs=2,
+        lr=0.01,
+        momentum=0.9,
+        device=device,
+        precision=precision,
+        channels_last=channels_last,
+        quiet=True,
+        out_dir=out_dir,
+    )
+
+
 def time_epochs(config: RunConfig, data) -> dict:
     """Seconds of a warm-up epoch and of a timed epoch; images per second of the timed one."""
     trainer = Trainer(config, data)
@@ -82,23 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     compiles = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
-    held_out = 1_000
-    base = RunConfig(
-        dataset="synthetic",
-        train_size=args.images,
-        val_size=held_out,
-        test_size=held_out,
-        model="resnet9",
-        width=args.width,
-        batch_size=min(args.batch_sizes),
-        epochs=2,
-        lr=0.01,
-        momentum=0.9,
-        device=device.type,
-        precision=args.precision,
+    base = synthetic_config(
+        args.images,
+        args.width,
+        min(args.batch_sizes),
+        device.type,
+        args.precision,
         channels_last=not args.no_channels_last,
-        quiet=True,
-        out_dir="runs/gpu_train_check",  # the Trainer writes nothing; train() would
     )
     data = load_splits(base, device)
     print(

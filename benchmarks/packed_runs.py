@@ -9,12 +9,14 @@ interleaved. Ratio: sequential time over the faster packed mode's time (> 1: pac
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from common import BenchResult, interleaved, median, spread, timed
+from throughput import bench_config
 
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import DataSplits, load_splits
@@ -41,24 +43,7 @@ QUICK = Sizes(k=2, width=0.0625, batch_size=8, train_size=16, repeats=1)
 def pack_configs(sizes: Sizes) -> list[RunConfig]:
     """K configs on synthetic data differing only in alpha (log-spaced from 1/4 to 4)."""
     alphas = np.geomspace(0.25, 4.0, sizes.k) if sizes.k > 1 else np.array([1.0])
-    base = RunConfig.from_dict(
-        dict(
-            dataset="synthetic",
-            train_size=sizes.train_size,
-            val_size=256,
-            test_size=256,
-            width=sizes.width,
-            alpha_groups=["conv"],
-            optimizer="sgd",
-            lr=1e-3,
-            momentum=0.9,
-            batch_size=sizes.batch_size,
-            epochs=1000,
-            device=sizes.device,
-            quiet=True,
-            out_dir=tempfile.gettempdir(),
-        )
-    )
+    base = bench_config(sizes.width, sizes, sizes.train_size, alpha_groups=["conv"])
     return [
         base.replace(alpha=float(a), out_dir=f"{base.out_dir}/pack{i}")
         for i, a in enumerate(alphas)
@@ -161,12 +146,11 @@ def bench_sweep_packing(sizes: SweepSizes, quick: bool = False) -> list[BenchRes
     )
     threads = torch.get_num_threads()
     root = Path(tempfile.mkdtemp(prefix="initmem-pack-sweep-"))
-    count = {"n": 0}
+    numbers = itertools.count(1)
 
     def side(pack: int):
         def run() -> None:
-            count["n"] += 1
-            folder = root / f"sweep{count['n']}"
+            folder = root / f"sweep{next(numbers)}"
             status = run_sweep(
                 sweep,
                 folder,

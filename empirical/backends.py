@@ -70,11 +70,11 @@ def run_local(
     On a GPU machine each worker is pinned to one GPU (``CUDA_VISIBLE_DEVICES``), ``runs_per_gpu``
     workers per GPU; the default is one worker per run slot (GPUs x runs_per_gpu), else one. Each
     worker gets ``cpus // workers`` threads; ``cpus`` (or ``options["cpus"]``, as ``run_sweep``'s
-    ``backend_options`` arrive) defaults to this process's CPUs. Each worker has its next run queued while it trains
-    (``PREFETCH_PER_WORKER``), so it starts it without waiting on the driver. Workers die with the
-    driver (``PR_SET_PDEATHSIG``), so a killed sweep leaves no orphan holding a lock. A worker that dies
-    (killed, out of memory) fails the runs it had started (``error.txt``); runs still queued behind
-    them, and the rest, go to a fresh pool.
+    ``backend_options`` arrive) defaults to this process's CPUs. Each worker has its next run queued
+    while it trains (``PREFETCH_PER_WORKER``), so it starts it without waiting on the driver. Workers
+    die with the driver (``PR_SET_PDEATHSIG``), so a killed sweep leaves no orphan holding a lock. A
+    worker that dies (killed, out of memory) fails the runs it had started (``error.txt``); runs still
+    queued behind them, and the rest, go to a fresh pool.
     """
     if not tasks:
         return

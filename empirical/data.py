@@ -378,9 +378,7 @@ def find_cifar10(data_dir: str | Path | None = None, *, download: bool | None = 
 
             torchvision.datasets.CIFAR10(str(target), train=True, download=True)
             return target / CIFAR10_FOLDER
-        except (
-            Exception
-        ) as err:  # offline, refused, disk full: report below with the places we looked
+        except Exception as err:  # offline, refused, disk full: reported below
             failure = f"torchvision's download into {target} failed ({err})"
     else:
         failure = "download not attempted (offline: download=False or INITMEM_OFFLINE=1)"

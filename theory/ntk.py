@@ -280,17 +280,12 @@ def _linearized(
         flat = matrix @ coeffs.transpose(1, 0, 2).reshape(n, n_times * c)
         return flat.reshape(-1, n_times, c).transpose(1, 0, 2)
 
-    def shaped(out: np.ndarray, like: np.ndarray) -> np.ndarray:
-        out = out.reshape((-1,) + like.shape)
-        return out.reshape(t.shape + like.shape)
-
-    f_train = shaped(g_X + through(v, r, h).reshape((-1,) + y.shape), y)
+    f_train = g_X + through(v, r, h).reshape(t.shape + y.shape)
     if k_xX is None:
         return f_train, None
-    k_xX_v = k_xX @ v
-    h0_u_x = h0.reshape((-1,) + (1,) * u_x.ndim) * u_x
-    f_test = g_x + h0_u_x + through(k_xX_v, q, d).reshape((-1,) + u_x.shape)
-    return f_train, shaped(f_test, u_x)
+    h0_u_x = h0.reshape(t.shape + (1,) * u_x.ndim) * u_x
+    f_test = g_x + h0_u_x + through(k_xX @ v, q, d).reshape(t.shape + u_x.shape)
+    return f_train, f_test
 
 
 # --------------------------------------------------------------------------------------------
