@@ -7,6 +7,7 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
 - :mod:`~initmem.theory.kernels` and :mod:`~initmem.theory.ntk`: NNGP/NTK kernels and the lazy regime.
 - :mod:`~initmem.theory.normalized`: scale-invariant (BatchNorm) weights, the paper's mechanism.
 - :mod:`~initmem.theory.schedule`: accumulated regularization of a schedule.
+- :mod:`~initmem.theory.units`: every unit of forgetting of a pipeline (the one definition).
 - :mod:`~initmem.theory.forgetting`: every mechanism's forgetting time for one pipeline.
 - :mod:`~initmem.theory.simulate`, :mod:`~initmem.theory.normalized_sim`: simulators used by the tests.
 """
@@ -21,6 +22,7 @@ from . import (
     ntk,
     schedule,
     simulate,
+    units,
 )
 from .forgetting import ForgettingReport, Pipeline, predict_forgetting
 from .kernels import Kernel, empirical_ntk, relu_mlp_kernel
@@ -47,4 +49,5 @@ __all__ = [
     "relu_mlp_kernel",
     "schedule",
     "simulate",
+    "units",
 ]

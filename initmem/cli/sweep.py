@@ -161,6 +161,9 @@ def _print_plan(spec, runs) -> None:
     print(f"sweep {spec.name}: {len(runs)} runs (valid)")
     for variant, count in per_variant.items():
         print(f"  {variant}: {count} runs")
+    from initmem.bridge.design import design_table, format_design
+
+    print(format_design(design_table([r.config for r in runs], [r.variant for r in runs])))
 
 
 def status_command(args: argparse.Namespace) -> int:
