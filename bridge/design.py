@@ -137,4 +137,10 @@ def format_design(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["config_units", "design_correlation", "design_table", "format_design", "init_inv_norm_sq"]
+__all__ = [
+    "config_units",
+    "design_correlation",
+    "design_table",
+    "format_design",
+    "init_inv_norm_sq",
+]

@@ -186,7 +186,7 @@ def lopo_r2(u, y, groups) -> float:
 def _stack(cubes, picks, unit):
     """Points (u, y, group) of the chosen (cube index, seed indices) picks, finite and u >= 0."""
     us, ys, gs = [], [], []
-    for k, (index, seeds) in enumerate(picks):
+    for index, seeds in picks:
         cube = cubes[index]
         u = np.asarray(cube.units[unit], dtype=np.float64)
         y = cube.memory(seeds)
@@ -334,7 +334,9 @@ def loglog_r2_interval(
         slope, intercept = np.polyfit(xi, yi, 1)
         total = float(np.sum((yi - yi.mean()) ** 2))
         slopes.append(slope)
-        r2s.append(1.0 - float(np.sum((yi - intercept - slope * xi) ** 2)) / total if total else 1.0)
+        r2s.append(
+            1.0 - float(np.sum((yi - intercept - slope * xi) ** 2)) / total if total else 1.0
+        )
     tail = (1 - level) / 2
     if slopes:
         out.update(
