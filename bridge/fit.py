@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import measure, predict
+from initmem.bridge import measure, predict, stats
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN, SweepError
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
@@ -163,22 +163,14 @@ def unit_comparison(points: pd.DataFrame, units=None) -> pd.DataFrame:
             total = float(np.sum((y - y.mean()) ** 2))
             parametric = stretched_exponential_fit(u, y)
             iso = isotonic_fit(u, y)
-            cv = np.full_like(y, np.nan)
             pipelines = data["pipeline"].to_numpy()
-            for pipeline in np.unique(pipelines):
-                held = pipelines == pipeline
-                if held.all():
-                    continue
-                cv[held] = isotonic_fit(u[~held], y[~held], u[held])
             rows.append(
                 {
                     "memory": memory,
                     "unit": unit,
                     "r2": parametric["r2"],
                     "r2_isotonic": 1.0 - float(np.sum((y - iso) ** 2)) / total if total else np.nan,
-                    "r2_cv": 1.0 - float(np.nansum((y - cv) ** 2)) / total
-                    if total and np.isfinite(cv).all()
-                    else np.nan,
+                    "r2_cv": stats.lopo_r2(u, y, pipelines),
                     "scale": parametric["scale"],
                     "shape": parametric["shape"],
                     "n_points": len(data),
@@ -309,10 +301,16 @@ class BridgeReport:
     accumulated: pd.DataFrame
     unit_points: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    decision: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def verdict(self) -> list[str]:
-        """Which unit collapses the pipelines, per memory (empty without a unit comparison)."""
+        """The pre-registered unit decision per memory (:func:`~initmem.bridge.stats.unit_bootstrap`:
+        accumulated regularization against epochs on the leave-one-pipeline-out R^2, a winner only
+        when its bootstrap interval excludes 0); without it (``n_boot = 0``) the in-sample
+        comparison of :func:`unit_verdict`. Empty without a unit comparison."""
+        if not self.decision.empty:
+            return list(self.decision["text"])
         return unit_verdict(self.units) if not self.units.empty else []
 
     def identity_max_error(self) -> float:
@@ -329,6 +327,7 @@ class BridgeReport:
             "identity": self.identity,
             "fit": self.fit,
             "units": self.units,
+            "decision": self.decision,
         }
         out.update({f"phase_{name}": table for name, table in self.phase.items()})
         return out
@@ -359,8 +358,9 @@ class BridgeReport:
             if row["measured"] in ("norm", "spread") and row["n"] >= 3:
                 lines.append(
                     f"fit ln({row['measured']} time) ~ ln({row['predicted']} time): slope "
-                    f"{row['slope']:.2f}, intercept {row['intercept']:.2f}, R^2 {row['r2']:.2f} "
-                    f"(n = {row['n']})"
+                    f"{row['slope']:.2f} [{row['slope_lo']:.2f}, {row['slope_hi']:.2f}], intercept "
+                    f"{row['intercept']:.2f}, R^2 {row['r2']:.2f} [bootstrap {row['r2_lo']:.2f}, "
+                    f"{row['r2_hi']:.2f}] (n = {row['n']})"
                 )
         lines += self.verdict
         lines += [f"note: {n}" for n in self.notes]
@@ -480,9 +480,17 @@ def fit(
     accumulated = predict.accumulated_units(runs, epochs, layers if not layers.empty else None)
 
     pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers)
-    fits = _fit_table(pipelines, norm_times, predicted, level)
-    points = _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curves)
+    fits = _fit_table(pipelines, norm_times, predicted, level, n_boot=n_boot, seed=seed)
+    cubes = stats.memory_cubes(runs, epochs, norm_curves, accumulated, predicted_curves, notes)
+    points = stats.cube_points(cubes)
     units = unit_comparison(points)
+    decision = pd.DataFrame()
+    if not units.empty and n_boot > 0:
+        intervals, decision = stats.unit_bootstrap(
+            cubes, list(units["unit"].unique()), n_boot=n_boot, level=level, seed=seed
+        )
+        if not intervals.empty:
+            units = units.merge(intervals, on=["memory", "unit"], how="left")
     if runs["pipeline"].nunique() < 2:
         notes.append(
             "one pipeline: the fits across pipelines and the unit comparison need two or more"
@@ -505,6 +513,7 @@ def fit(
         accumulated=accumulated,
         unit_points=points,
         notes=notes,
+        decision=decision,
     )
 
 
@@ -562,7 +571,7 @@ def _pipeline_table(runs, norm_times, predicted, function_times, layers) -> pd.D
     return table.reset_index(drop=True)
 
 
-def _fit_table(pipelines, norm_times, predicted, level) -> pd.DataFrame:
+def _fit_table(pipelines, norm_times, predicted, level, n_boot=200, seed=0) -> pd.DataFrame:
     """One row per (measured memory, predictor, point set): the log-log fit across pipelines."""
     rows = []
     per_layer = pd.DataFrame()
@@ -591,6 +600,11 @@ def _fit_table(pipelines, norm_times, predicted, level) -> pd.DataFrame:
                 )
                 value = columns[0] if points == "forgotten" else columns[1]
                 result = loglog_fit(chosen[value], chosen[column], level=level)
+                result.update(
+                    stats.loglog_r2_interval(
+                        chosen[value], chosen[column], n_boot=n_boot, level=level, seed=seed
+                    )
+                )
                 rows.append(
                     {
                         "relation": f"ln {memory} time ~ ln {predictor} time",
@@ -605,34 +619,6 @@ def _fit_table(pipelines, norm_times, predicted, level) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows)
-
-
-def _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curves) -> pd.DataFrame:
-    """Memory values at each evaluation of each pipeline, beside every candidate unit."""
-    units = accumulated.groupby(["pipeline", "epoch"])[list(predict.UNITS)].mean().reset_index()
-    frames = []
-    if not norm_curves.empty:
-        norm = norm_curves[norm_curves["layer"] == SCALE_INVARIANT_MEAN]
-        norm = norm.groupby(["pipeline", "epoch", "step"])["memory"].mean().rename("value")
-        frames.append(norm.reset_index().assign(memory="norm"))
-    learned = {}
-    acc = measure.accuracy_table(runs, epochs, "val_acc" if "val_acc" in epochs else "test_acc")
-    for pipeline, group in acc.groupby("pipeline"):
-        learned[pipeline] = measure.learned_step(group)
-    after = spread[spread["step"] >= spread["pipeline"].map(learned)]
-    frames.append(
-        after[["pipeline", "epoch", "step", "spread_pp"]]
-        .rename(columns={"spread_pp": "value"})
-        .assign(memory="spread")
-    )
-    points = pd.concat(frames, ignore_index=True).merge(units, on=["pipeline", "epoch"])
-    if not predicted_curves.empty:
-        law = predicted_curves[predicted_curves["layer"] == SCALE_INVARIANT_MEAN]
-        law = law.assign(theory=-np.log(np.clip(law["memory"].to_numpy(dtype=float), 1e-12, None)))
-        points = points.merge(
-            law[["pipeline", "step", "theory"]], on=["pipeline", "step"], how="left"
-        )
-    return points
 
 
 def _phase_tables(runs: pd.DataFrame, notes: list[str]) -> dict[str, pd.DataFrame]:

@@ -297,15 +297,115 @@ def unit_decision_text(row) -> str:
     memory = row["memory"]
     if row["winner"] == "accumulated":
         return (
-            f"{memory}: accumulated regularization is the better unit of forgetting than epochs "
+            f"{memory}: accumulated regularization is a better unit of forgetting than epochs "
             f"({numbers})."
         )
     if row["winner"] == "epochs":
-        return f"{memory}: epochs are the better unit of forgetting than accumulated regularization ({numbers})."
+        return (
+            f"{memory}: epochs are a better unit of forgetting than accumulated regularization "
+            f"({numbers})."
+        )
     return (
         f"{memory}: cannot tell at this size whether accumulated regularization or epochs is the "
         f"unit of forgetting (the interval covers 0: {numbers})."
     )
+
+
+def memory_cubes(
+    runs: pd.DataFrame,
+    epochs: pd.DataFrame,
+    norm_curves: pd.DataFrame,
+    accumulated: pd.DataFrame,
+    predicted_curves: pd.DataFrame | None = None,
+    notes: list | None = None,
+) -> dict:
+    """The per-seed memories of a sweep, beside every unit, as :class:`PipelineCube` per memory.
+
+    ``norm``: the layer-mean norm memory of the scaled BN-followed convs
+    (:data:`~initmem.bridge.measure.SCALE_INVARIANT_MEAN` of ``norm_curves``), every evaluation.
+    ``spread``: the test-accuracy spread across alphas (pp), at the evaluations after the pipeline has
+    learned (:func:`~initmem.bridge.measure.learned_step`), from the seeds whose runs interpolate
+    (final train accuracy >= :data:`~initmem.empirical.memory.INTERPOLATION_THRESHOLD`) at every
+    alpha; a pipeline with fewer than 2 such seeds is left out (and named in ``notes``). Units at
+    each evaluation are the pipeline's mean over its runs of ``accumulated``
+    (:func:`~initmem.bridge.predict.accumulated_units`), plus ``theory`` (``-ln`` of the law's
+    predicted norm memory) where ``predicted_curves`` has it.
+    """
+    from initmem.bridge import measure
+    from initmem.empirical.memory import INTERPOLATION_THRESHOLD
+
+    notes = notes if notes is not None else []
+    unit_cols = [c for c in accumulated.columns if c not in ("hash", "pipeline", "epoch", "step")]
+    per_step = accumulated.groupby(["pipeline", "step"])[unit_cols].mean()
+    law = {}
+    if predicted_curves is not None and not predicted_curves.empty:
+        mean = predicted_curves[predicted_curves["layer"] == measure.SCALE_INVARIANT_MEAN]
+        for pipeline, group in mean.groupby("pipeline"):
+            memory = np.clip(group["memory"].to_numpy(dtype=float), 1e-12, None)
+            law[pipeline] = pd.Series(-np.log(memory), index=group["step"].to_numpy())
+
+    def units_at(pipeline, steps) -> dict:
+        table = per_step.loc[pipeline].reindex(steps)
+        out = {c: table[c].to_numpy(dtype=float) for c in unit_cols}
+        if pipeline in law:
+            out["theory"] = law[pipeline].reindex(steps).to_numpy(dtype=float)
+        return out
+
+    cubes: dict = {"norm": [], "spread": []}
+    if not norm_curves.empty:
+        norm = norm_curves[norm_curves["layer"] == measure.SCALE_INVARIANT_MEAN]
+        for pipeline, group in norm.groupby("pipeline", sort=False):
+            if pipeline not in per_step.index.get_level_values(0):
+                continue
+            table = group.pivot_table(index="seed", columns="step", values="memory")
+            steps = table.columns.to_numpy()
+            cubes["norm"].append(
+                PipelineCube(pipeline, table.to_numpy(dtype=float), units_at(pipeline, steps))
+            )
+    acc = measure.accuracy_table(runs, epochs)
+    metric = "val_acc" if "val_acc" in epochs else "test_acc"
+    learned_from = measure.accuracy_table(runs, epochs, metric)
+    fits = runs["final_train_acc"].astype(float) >= INTERPOLATION_THRESHOLD
+    interpolating = runs.assign(_fits=fits.to_numpy())
+    for pipeline, group in acc.groupby("pipeline", sort=False):
+        alphas = np.sort(group["alpha"].unique())
+        if alphas.size < 2 or pipeline not in per_step.index.get_level_values(0):
+            continue
+        mine = interpolating[interpolating["pipeline"] == pipeline]
+        ok = mine.groupby("seed")["_fits"].all() & (mine.groupby("seed")["alpha"].nunique() == alphas.size)
+        seeds = ok.index[ok].to_numpy()
+        if seeds.size < 2:
+            label = mine["label"].iloc[0] if "label" in mine else pipeline
+            notes.append(
+                f"{label}: {seeds.size} seed(s) interpolate at every alpha (< 2): left out of the "
+                "function-memory statistics"
+            )
+            continue
+        learned = measure.learned_step(learned_from[learned_from["pipeline"] == pipeline])
+        group = group[group["seed"].isin(seeds) & (group["step"] >= learned)]
+        cube = group.pivot_table(index=["seed", "alpha"], columns="step", values="test_acc")
+        full = pd.MultiIndex.from_product([seeds, alphas], names=["seed", "alpha"])
+        steps = cube.columns.to_numpy()
+        values = cube.reindex(full).to_numpy(dtype=float).reshape(seeds.size, alphas.size, -1)
+        cubes["spread"].append(
+            PipelineCube(pipeline, values, units_at(pipeline, steps), scale=100.0)
+        )
+    return {k: v for k, v in cubes.items() if v}
+
+
+def cube_points(cubes: dict) -> pd.DataFrame:
+    """The seed-mean memory of every cube at every evaluation, one row per point, with its units
+    (the ``points`` of :func:`initmem.bridge.fit.unit_comparison`)."""
+    frames = []
+    for memory, members in cubes.items():
+        for cube in members:
+            frame = pd.DataFrame(cube.units).assign(
+                memory=memory, pipeline=cube.pipeline, value=cube.memory()
+            )
+            frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["memory", "pipeline", "value"])
+    return pd.concat(frames, ignore_index=True)
 
 
 # ----------------------------------------------------------------------------------- fit intervals
@@ -366,10 +466,12 @@ def mean_interval(values, *, level: float = 0.95) -> tuple[float, float, float]:
 __all__ = [
     "DECIDING_UNITS",
     "PipelineCube",
+    "cube_points",
     "disagreement_excess",
     "loglog_r2_interval",
     "lopo_r2",
     "mean_interval",
+    "memory_cubes",
     "spread_null",
     "unit_bootstrap",
     "unit_decision_text",
