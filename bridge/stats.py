@@ -372,7 +372,9 @@ def memory_cubes(
         if alphas.size < 2 or pipeline not in per_step.index.get_level_values(0):
             continue
         mine = interpolating[interpolating["pipeline"] == pipeline]
-        ok = mine.groupby("seed")["_fits"].all() & (mine.groupby("seed")["alpha"].nunique() == alphas.size)
+        ok = mine.groupby("seed")["_fits"].all() & (
+            mine.groupby("seed")["alpha"].nunique() == alphas.size
+        )
         seeds = ok.index[ok].to_numpy()
         if seeds.size < 2:
             label = mine["label"].iloc[0] if "label" in mine else pipeline

@@ -14,7 +14,7 @@ import sys
 from initmem import __version__
 
 #: Subcommand modules under ``initmem.cli``, in the order ``--help`` lists them.
-SUBCOMMANDS = ("theory", "train", "sweep", "report", "bridge", "demo")
+SUBCOMMANDS = ("theory", "train", "sweep", "report", "bridge", "study", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
