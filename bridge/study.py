@@ -38,6 +38,25 @@ from initmem.bridge.measure import SCALE_INVARIANT_MEAN
 
 #: A memory whose permutation p-value is below this counts as above its noise floor.
 ALPHA_LEVEL = 0.05
+#: Columns of the function-memory statistics of one pipeline (:func:`function_memory`).
+FUNCTION_COLUMNS = [
+    "alphas",
+    "n_seeds_used",
+    "spread_pp",
+    "spread_lo",
+    "spread_hi",
+    "null_mean_pp",
+    "null_hi_pp",
+    "p_value",
+    "n_permutations",
+    "best_alpha",
+    "acc_by_alpha",
+    "alpha_dis",
+    "seed_dis",
+    "excess",
+    "excess_lo",
+    "excess_hi",
+]
 #: Norm memory below this at the end of the run: the alphas' effective learning rates converged
 #: (the memory shrank by e, the definition of a forgetting time).
 FORGOTTEN_LEVEL = math.exp(-1.0)
@@ -194,7 +213,7 @@ def function_memory(runs: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) ->
             {"pipeline": pipeline, "label": group["label"].iloc[0]}
             | _function_row(group, n_boot, seed)
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["pipeline", "label", *FUNCTION_COLUMNS])
 
 
 # ----------------------------------------------------------------------------------- norm memory
@@ -315,7 +334,10 @@ def group_memory(runs: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
                 "n_layers": n_layers,
             }
             rows.append(row)
-    return pd.DataFrame(rows)
+    columns = ["family", "group", "pipeline", *FUNCTION_COLUMNS]
+    return pd.DataFrame(
+        rows, columns=[*columns, "norm_memory_end", "norm_lo", "norm_hi", "n_layers"]
+    )
 
 
 def group_sentences(groups: pd.DataFrame) -> list[str]:
