@@ -5,11 +5,12 @@
     report = fit(load_sweep("runs/demo"))      # a BridgeReport of pandas DataFrames
     print(report.summary()); report.save("runs/demo/bridge")
 
-``initmem.bridge.fit`` is the function (it shadows the module ``bridge/fit.py``, whose other names
-are imported from ``initmem.bridge.fit`` as usual: ``from initmem.bridge.fit import loglog_fit``).
+``initmem.bridge.fit`` is the function; it lives in :mod:`initmem.bridge.fitting` with the other fits
+(``from initmem.bridge.fitting import loglog_fit``). Import direction: ``measure`` <- ``predict`` <-
+``plots`` <- ``fitting`` (the report draws its figures; the figures never import the report's module).
 """
 
-from initmem.bridge.fit import BridgeReport, fit, summarize
+from initmem.bridge.fitting import BridgeReport, fit, summarize
 from initmem.bridge.measure import (
     SweepError,
     fit_decay_time,

@@ -255,8 +255,6 @@ def _zero_stand_in(values: np.ndarray) -> float:
 
 def plot_phase(report, table: pd.DataFrame, path: Path) -> bool:
     """Heat map of the spread with the accumulated-regularization = 1 boundary, per optimizer."""
-    from initmem.bridge.fit import phase_boundary
-
     if table.empty:
         return False
     plt = _pyplot()
@@ -286,7 +284,9 @@ def plot_phase(report, table: pd.DataFrame, path: Path) -> bool:
             continue
         x_grid = _fine_grid(xs, x_name)
         y_grid = _fine_grid(ys, y_name)
-        values = phase_boundary(predict.run_config(first), x_name, y_name, x_grid, y_grid, inv)
+        values = predict.phase_boundary(
+            predict.run_config(first), x_name, y_name, x_grid, y_grid, inv
+        )
         if np.nanmin(values) < 1 < np.nanmax(values):
             ax.contour(
                 _positions(xs, x_grid),

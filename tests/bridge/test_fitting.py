@@ -6,15 +6,13 @@ import pandas as pd
 import pytest
 
 from initmem.bridge import BridgeReport, fit
-from initmem.bridge.fit import (
+from initmem.bridge.fitting import (
     isotonic_fit,
     loglog_fit,
-    phase_boundary,
     stretched_exponential_fit,
     unit_comparison,
 )
 from initmem.bridge.predict import IDENTITY_TOLERANCE
-from initmem.empirical.config import RunConfig
 from initmem.empirical.memory import load_sweep
 
 
@@ -75,30 +73,6 @@ def test_unit_comparison_prefers_the_true_unit():
     assert table.loc["R", "r2_cv"] > 0.99
     assert table.loc["time", "r2"] < 0.8
     assert table.loc["R", "best"] and not table.loc["time", "best"]
-
-
-def test_phase_boundary_closed_form():
-    config = RunConfig(
-        dataset="synthetic",
-        train_size=1280,
-        val_size=1000,
-        batch_size=32,
-        epochs=10,
-        optimizer="sgd",
-        lr=0.1,
-        weight_decay=1e-3,
-    )
-    lrs, decays = np.array([0.01, 0.1]), np.array([1e-4, 1e-2])
-    grid = phase_boundary(config, "lr", "decay", lrs, decays)
-    expected = decays[:, None] * lrs[None, :] * 400 + lrs[None, :] ** 2 * 400 / 32
-    np.testing.assert_allclose(grid, expected, rtol=1e-12)
-    batches = np.array([16.0, 64.0])
-    grid = phase_boundary(config, "lr", "batch_size", lrs, batches)
-    steps = 1280 // batches  # per epoch, times 10 epochs
-    expected = 10 * steps[:, None] * (lrs[None, :] * 1e-3 + lrs[None, :] ** 2 / batches[:, None])
-    np.testing.assert_allclose(grid, expected, rtol=1e-12)
-    with pytest.raises(ValueError, match="x and y"):
-        phase_boundary(config, "lr", "momentum", lrs, lrs)
 
 
 @pytest.fixture(scope="module")
