@@ -12,7 +12,7 @@
 
 from initmem.bridge.fitting import BridgeReport, fit, summarize
 from initmem.bridge.measure import (
-    SweepError,
+    BridgeDataError,
     fit_decay_time,
     function_forgetting_times,
     norm_forgetting_times,
@@ -26,9 +26,24 @@ from initmem.bridge.predict import (
     predicted_times,
 )
 
+
+def __getattr__(name: str):
+    """``SweepError``: the deprecated name of :class:`BridgeDataError` (PEP 562)."""
+    if name == "SweepError":
+        import warnings
+
+        warnings.warn(
+            "initmem.bridge.SweepError is deprecated: use initmem.bridge.BridgeDataError",
+            DeprecationWarning,
+            2,
+        )
+        return BridgeDataError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "BridgeDataError",
     "BridgeReport",
-    "SweepError",
     "UNITS",
     "accumulated_units",
     "fit",

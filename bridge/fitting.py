@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import measure, plots, predict
-from initmem.bridge.measure import SCALE_INVARIANT_MEAN, SweepError
+from initmem.bridge.measure import SCALE_INVARIANT_MEAN, BridgeDataError
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
 MEMORIES = ("norm", "norm per layer", "spread", "disagreement")
@@ -397,7 +397,7 @@ def fit(
     """Measure, predict and fit forgetting for a sweep's runs (``load_sweep(DIR)``).
 
     ``n_boot`` bootstrap resamples of seeds for every measured time, ``level`` the interval level,
-    ``seed`` the bootstrap's random seed. Raises :class:`~initmem.bridge.measure.SweepError` when the
+    ``seed`` the bootstrap's random seed. Raises :class:`~initmem.bridge.measure.BridgeDataError` when the
     sweep cannot be measured at all (no finished run, or one alpha per pipeline); what only part of the
     sweep lacks is skipped and recorded in ``notes``.
     """
@@ -405,7 +405,7 @@ def fit(
     runs = measure.prepare_runs(runs)
     measure.require_alphas(runs)
     epochs, layers = measure.load_logs(runs)
-    steps_per_epoch = _steps_per_epoch(runs)
+    steps_per_epoch = measure.steps_per_epoch(epochs.merge(runs[["hash", "pipeline"]], on="hash"))
 
     norm_curves = predicted_curves = pd.DataFrame()
     norm_times = predicted = identity = pd.DataFrame()
@@ -417,7 +417,7 @@ def fit(
             norm_times = measure.norm_forgetting_times(
                 norm_curves, n_boot=n_boot, level=level, seed=seed
             )
-        except SweepError as err:
+        except BridgeDataError as err:
             notes.append(f"norm memory skipped: {err}")
         if "grad_sq_sum" in layers.columns and layers["grad_sq_sum"].notna().any():
             identity = predict.identity_check(runs, epochs, layers)
@@ -476,14 +476,8 @@ def summarize(sweep_dir: str | Path, *, n_boot: int = 100) -> str:
 
     try:
         return fit(load_sweep(sweep_dir), n_boot=n_boot).summary()
-    except SweepError as err:
+    except BridgeDataError as err:
         return f"bridge: {err}"
-
-
-def _steps_per_epoch(runs: pd.DataFrame) -> pd.Series:
-    first = runs.drop_duplicates("pipeline")
-    values = [predict.run_config(r).steps_per_epoch for _, r in first.iterrows()]
-    return pd.Series(values, index=first["pipeline"].to_numpy(), dtype=float)
 
 
 def _pipeline_table(runs, norm_times, predicted, function_times, layers) -> pd.DataFrame:
@@ -578,7 +572,7 @@ def _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curve
         norm = norm.groupby(["pipeline", "epoch", "step"])["memory"].mean().rename("value")
         frames.append(norm.reset_index().assign(memory="norm"))
     learned = {}
-    acc = measure.accuracy_table(runs, epochs, "val_acc" if "val_acc" in epochs else "test_acc")
+    acc = measure.accuracy_curves(runs, epochs, "val_acc" if "val_acc" in epochs else "test_acc")
     for pipeline, group in acc.groupby("pipeline"):
         learned[pipeline] = measure.learned_step(group)
     after = spread[spread["step"] >= spread["pipeline"].map(learned)]
