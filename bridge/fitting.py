@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import measure, plots, predict
+from initmem.bridge import measure, predict
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN, BridgeDataError
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
@@ -341,6 +341,8 @@ class BridgeReport:
             written.append(path)
         figure_paths = []
         if figures:
+            from initmem.bridge import plots  # deferred: matplotlib loads only to draw figures
+
             figure_paths = plots.save_figures(self, out)
             written += figure_paths
         report = out / "report.md"

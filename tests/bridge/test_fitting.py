@@ -110,6 +110,15 @@ def test_report_saves_tables_and_figures(synthetic_report, tmp_path):
     assert "| unit |" in (tmp_path / "report.md").read_text()
 
 
+def test_report_figures_leave_pyplot_alone(synthetic_report, tmp_path, pyplot_forbidden):
+    import matplotlib
+
+    written = [p for p in synthetic_report.save(tmp_path) if p.suffix == ".png"]
+    assert len(written) >= 4 and all(p.read_bytes()[:4] == b"\x89PNG" for p in written)
+    assert matplotlib.get_backend() == "svg"
+    assert pyplot_forbidden.get_fignums() == []
+
+
 def test_bridge_on_real_runs(tiny_sweep):
     report = fit(load_sweep(tiny_sweep), n_boot=10)
     assert report.pipelines["pipeline"].nunique() == 3
