@@ -232,7 +232,8 @@ def test_lazy_names_resolve_to_the_torch_half():
         kernels.no_such_kernel  # noqa: B018
 
 
-@pytest.mark.slow  # a fresh process importing jax, tensorflow and torch: about 11 s of CPU
+# A fresh process importing jax, tensorflow and torch (about 11 s of CPU): in the default run on purpose,
+# since the import order it guards is what crashes this machine (kernels._preload_triton).
 def test_stax_kernel_then_empirical_ntk_in_one_process():
     """neural-tangents (tensorflow) first, torch.func second, in a fresh process: no segfault.
 
