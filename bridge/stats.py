@@ -164,10 +164,10 @@ def lopo_r2(u, y, groups) -> float:
     """Leave-one-pipeline-out R^2 of a decreasing isotonic fit of ``y`` on ``u``.
 
     Each group (pipeline) is predicted by the fit to all other groups
-    (:func:`initmem.bridge.fit.isotonic_fit`, interpolated in ``ln u``); R^2 = 1 - SSE / SST over
+    (:func:`initmem.bridge.fitting.isotonic_fit`, interpolated in ``ln u``); R^2 = 1 - SSE / SST over
     every point. NaN with fewer than two groups or no variance.
     """
-    from initmem.bridge.fit import isotonic_fit
+    from initmem.bridge.fitting import isotonic_fit
 
     u = np.asarray(u, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -215,13 +215,13 @@ def unit_bootstrap(
     in the leave-one-pipeline-out fit (all copies are held out together). Returns
 
     * ``intervals``: one row per (memory, unit): ``r2_lo``, ``r2_hi`` (stretched exponential R^2 of
-      :func:`initmem.bridge.fit.stretched_exponential_fit`; NaN when ``with_parametric`` is False),
+      :func:`initmem.bridge.fitting.stretched_exponential_fit`; NaN when ``with_parametric`` is False),
       ``r2_cv_lo``, ``r2_cv_hi`` (:func:`lopo_r2`), ``n_boot``;
     * ``decision``: one row per memory: ``diff`` = ``r2_cv(accumulated) - r2_cv(epochs)`` on the
       data, ``diff_lo``, ``diff_hi`` (``level`` percentile interval), ``n_pipelines``, ``winner``
       ("accumulated", "epochs" or "cannot tell") and ``text`` (:func:`unit_decision_text`).
     """
-    from initmem.bridge.fit import stretched_exponential_fit
+    from initmem.bridge.fitting import stretched_exponential_fit
 
     rng = np.random.default_rng(seed)
     tail = (1 - level) / 2
@@ -362,9 +362,9 @@ def memory_cubes(
             cubes["norm"].append(
                 PipelineCube(pipeline, table.to_numpy(dtype=float), units_at(pipeline, steps))
             )
-    acc = measure.accuracy_table(runs, epochs)
+    acc = measure.accuracy_curves(runs, epochs)
     metric = "val_acc" if "val_acc" in epochs else "test_acc"
-    learned_from = measure.accuracy_table(runs, epochs, metric)
+    learned_from = measure.accuracy_curves(runs, epochs, metric)
     fits = runs["final_train_acc"].astype(float) >= INTERPOLATION_THRESHOLD
     interpolating = runs.assign(_fits=fits.to_numpy())
     for pipeline, group in acc.groupby("pipeline", sort=False):
@@ -397,7 +397,7 @@ def memory_cubes(
 
 def cube_points(cubes: dict) -> pd.DataFrame:
     """The seed-mean memory of every cube at every evaluation, one row per point, with its units
-    (the ``points`` of :func:`initmem.bridge.fit.unit_comparison`)."""
+    (the ``points`` of :func:`initmem.bridge.fitting.unit_comparison`)."""
     frames = []
     for memory, members in cubes.items():
         for cube in members:

@@ -6,7 +6,7 @@ alphas per pipeline) and computes, from the data only:
 * the **design** (:mod:`initmem.bridge.design`): every pipeline's accumulated regularization and
   epochs, which of its runs interpolate, and the Pearson r of ln(epochs) and ln(accumulated) over
   the pipelines whose runs all interpolate;
-* the **bridge** (:func:`initmem.bridge.fit.fit`): forgetting times measured and predicted, the unit
+* the **bridge** (:func:`initmem.bridge.fitting.fit`): forgetting times measured and predicted, the unit
   comparison with its intervals and the pre-registered decision;
 * **function memory against noise**, per pipeline with two or more alphas: the spread of the
   validation-selected test accuracy with its within-seed permutation null
@@ -100,7 +100,7 @@ class UnitStudy:
 def unit_study(sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0) -> UnitStudy:
     """Analyse a sweep folder (module docstring)."""
     from initmem.bridge.design import design_correlation, design_table
-    from initmem.bridge.fit import fit
+    from initmem.bridge.fitting import fit
     from initmem.bridge.measure import prepare_runs
     from initmem.empirical.memory import INTERPOLATION_THRESHOLD, load_sweep
     from initmem.empirical.sweep import read_manifest
@@ -320,7 +320,7 @@ def group_memory(runs: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
             if not layers.empty and "weight_norm" in layers:
                 try:
                     curves = measure.norm_memory_curves(mine, layers)
-                except measure.SweepError:
+                except measure.BridgeDataError:
                     curves = pd.DataFrame()
                 if not curves.empty:
                     per_layer = curves[curves["layer"] != SCALE_INVARIANT_MEAN]

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from initmem.bridge import SweepError
+    from initmem.bridge import BridgeDataError
     from initmem.bridge.study import unit_study
     from initmem.bridge.study_plots import save_study_figures
     from initmem.empirical.sweep import SweepError as SweepFolderError
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--n-boot must be >= 1 (got {args.n_boot})")
     try:
         study = unit_study(args.dir, n_boot=args.n_boot)
-    except (SweepError, SweepFolderError) as err:
+    except (BridgeDataError, SweepFolderError) as err:
         return fail(str(err))
     tables = Path(args.dir) / "study"
     tables.mkdir(parents=True, exist_ok=True)

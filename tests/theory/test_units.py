@@ -11,8 +11,14 @@ from initmem.theory import schedule, units
 def test_constant_schedule_closed_forms():
     lr, mu, l2, wd, b, T, spe, inv = 0.02, 0.9, 5e-3, 1e-3, 16, 400, 25, 700.0
     totals = units.accumulated_units(
-        np.full(T, lr), optimizer="sgd", batch_size=b, steps_per_epoch=spe, momentum=mu,
-        l2=l2, weight_decay=wd, inv_init_sq_per_coord=inv,
+        np.full(T, lr),
+        optimizer="sgd",
+        batch_size=b,
+        steps_per_epoch=spe,
+        momentum=mu,
+        l2=l2,
+        weight_decay=wd,
+        inv_init_sq_per_coord=inv,
     )
     assert totals["epochs"] == pytest.approx(T / spe)
     assert totals["steps"] == pytest.approx(T)
@@ -22,8 +28,13 @@ def test_constant_schedule_closed_forms():
     assert totals["accumulated"] == pytest.approx(totals["explicit"] + totals["sgd_noise"])
     # Adam ignores momentum (mu = 0) and counts its noise in the adam unit
     adam = units.accumulated_units(
-        np.full(T, lr), optimizer="adamw", batch_size=b, steps_per_epoch=spe, momentum=mu,
-        weight_decay=wd, inv_init_sq_per_coord=inv,
+        np.full(T, lr),
+        optimizer="adamw",
+        batch_size=b,
+        steps_per_epoch=spe,
+        momentum=mu,
+        weight_decay=wd,
+        inv_init_sq_per_coord=inv,
     )
     assert adam["accumulated"] == pytest.approx(T * lr * wd + T * lr**2 * inv)
 
@@ -50,7 +61,12 @@ def test_explicit_unit_is_the_contraction_of_heavy_ball_with_l2_and_decoupled_de
         buf = mu * buf + l2 * w
         w = w - lr * buf - lr * wd * w
     explicit = units.accumulated_units(
-        np.full(T, lr), optimizer="sgd", batch_size=1, steps_per_epoch=1, momentum=mu, l2=l2,
+        np.full(T, lr),
+        optimizer="sgd",
+        batch_size=1,
+        steps_per_epoch=1,
+        momentum=mu,
+        l2=l2,
         weight_decay=wd,
     )["explicit"]
     assert -np.log(w) == pytest.approx(explicit, rel=0.02)
