@@ -12,7 +12,11 @@
 3. **Units of forgetting** (:func:`unit_comparison`): the memory at every evaluation of every pipeline,
    fitted as one monotone function ``A exp(-(u / u0)^k)`` of each candidate unit ``u`` (the same three
    parameters for every unit, so the R^2 values compare fairly), plus an isotonic (decreasing) fit and
-   its leave-one-pipeline-out R^2. The unit with the highest R^2 is the one that collapses the pipelines.
+   its leave-one-pipeline-out R^2 (``r2_cv``), each with a bootstrap interval over pipelines and seeds
+   (:func:`initmem.bridge.stats.unit_bootstrap`). The spread enters from the seeds whose runs
+   interpolate at every alpha (:func:`initmem.bridge.stats.memory_cubes`). The decision is fixed in
+   advance: ``r2_cv(accumulated) - r2_cv(epochs)`` with its interval; a winner only when the interval
+   excludes 0 (``decision``; :attr:`BridgeReport.verdict`).
 4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size); the
    boundary where accumulated regularization reaches 1 is
    :func:`initmem.bridge.predict.phase_boundary`.
