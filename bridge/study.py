@@ -225,7 +225,9 @@ def norm_memory_end(norm_curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFra
     mean = norm_curves[norm_curves["layer"] == SCALE_INVARIANT_MEAN]
     labels = runs.drop_duplicates("pipeline").set_index("pipeline")["label"]
     rows = []
-    for pipeline, group in mean.groupby("pipeline", sort=False):
+    order = list(dict.fromkeys(runs["pipeline"]))  # sweep order
+    for pipeline in [p for p in order if p in set(mean["pipeline"])]:
+        group = mean[mean["pipeline"] == pipeline]
         last = group[group["step"] == group["step"].max()]
         value, lo, hi = stats.mean_interval(last["memory"])
         rows.append(
@@ -452,7 +454,9 @@ def document(
         f"(final train accuracy >= 99.5%): {corr['n']} of {corr.get('n_all', corr['n'])}; over them "
         f"accumulated regularization runs from {_f(corr['y_min'], 3, 'g')} to "
         f"{_f(corr['y_max'], 3, 'g')} ({_f(corr['decades'], 1)} decades) and the Pearson r of "
-        f"ln(epochs) and ln(accumulated) is {_f(corr['r'])}.",
+        f"ln(epochs) and ln(accumulated) is "
+        + (_f(corr["r"]) if math.isfinite(corr["r"]) else "undefined (fewer than 3 such pipelines)")
+        + ".",
         "",
     ]
     rows = []

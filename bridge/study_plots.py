@@ -30,6 +30,8 @@ def _colors(n: int):
 
 def plot_units(study, path: Path) -> bool:
     """Rows: memories; columns: units. The deciding pair first (epochs, accumulated)."""
+    from matplotlib.ticker import NullFormatter
+
     from initmem.theory.units import UNITS
 
     points = study.bridge.unit_points
@@ -50,7 +52,7 @@ def plot_units(study, path: Path) -> bool:
         part = points[points["memory"] == memory]
         for col, unit in enumerate(units):
             ax = axes[row, col]
-            data = part[part[unit] > 0] if unit not in ("epochs", "steps") else part
+            data = part[part[unit] > 0]  # log axis: the init (u = 0) is left out
             for pipeline, group in data.groupby("pipeline", sort=False):
                 group = group.sort_values(unit)
                 ax.plot(
@@ -63,6 +65,7 @@ def plot_units(study, path: Path) -> bool:
                     label=labels.get(pipeline, pipeline),
                 )
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
             score = np.nan
             if table is not None and (memory, unit) in table.index:
                 score = table.loc[(memory, unit), "r2_cv"]

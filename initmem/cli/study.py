@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
+    import time
     from pathlib import Path
 
     from initmem.bridge import BridgeDataError
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n_boot < 1:
         return fail(f"--n-boot must be >= 1 (got {args.n_boot})")
+    start = time.monotonic()
     try:
         study = unit_study(args.dir, n_boot=args.n_boot)
     except (BridgeDataError, SweepFolderError) as err:
@@ -68,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
     relative = {k: os.path.relpath(v, doc.parent) for k, v in figures.items()}
     command = f"initmem sweep run units --out {args.dir}\ninitmem study {args.dir} --doc {doc}"
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(study.markdown(relative, command=command, wall=args.wall_time))
+    wall = f"{args.wall_time} ".lstrip() + (
+        f"The analysis (`initmem study`, {args.n_boot} bootstrap resamples) took "
+        f"{time.monotonic() - start:.0f} s."
+    )
+    doc.write_text(study.markdown(relative, command=command, wall=wall))
     for line in study.verdict():
         print(line)
     for line in study.group_sentences():
