@@ -32,17 +32,11 @@ def init_inv_norm_sq(config) -> float:
 
 
 def config_units(config, inv_init_sq_per_coord: float) -> dict[str, float]:
-    """Every unit accumulated over the whole run of ``config`` (RunConfig)."""
-    return theory_units.accumulated_units(
-        config.lr * config.lr_multipliers(),
-        optimizer=config.optimizer,
-        batch_size=config.batch_size,
-        steps_per_epoch=config.steps_per_epoch,
-        momentum=config.momentum,
-        l2=config.l2,
-        weight_decay=config.weight_decay,
-        inv_init_sq_per_coord=inv_init_sq_per_coord,
-    )
+    """Every unit accumulated over the whole run of ``config`` (RunConfig): the totals of
+    :func:`initmem.bridge.predict.unit_increments` (which feeds the theory's one definition)."""
+    from initmem.bridge.predict import unit_increments
+
+    return {k: float(v) for k, v in unit_increments(config, inv_init_sq_per_coord).sum().items()}
 
 
 def design_table(configs, variants=None) -> pd.DataFrame:
