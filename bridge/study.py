@@ -693,6 +693,13 @@ def document(
     if study.notes:
         parts += ["Notes from the analysis:", "", *[f"- {n}" for n in study.notes], ""]
     parts += ["## Reproduce", ""]
+    trained = study.bridge.runs
+    if "wall_time" in trained and trained["wall_time"].notna().any():
+        parts += [
+            f"Training: {len(trained)} runs, {trained['wall_time'].sum() / 60:.1f} minutes of "
+            "training summed over runs (each run's own wall time, one thread per worker).",
+            "",
+        ]
     if command:
         parts += ["```bash", command, "```", ""]
     if wall:
