@@ -75,15 +75,16 @@ def loglog_fit(measured, predicted, *, level: float = 0.95) -> dict:
 
 
 # ----------------------------------------------------------------------------------- monotone fits
-def stretched_exponential_fit(u, y) -> dict:
+def stretched_exponential_fit(u, y, start=None) -> dict:
     """Least squares ``y = A exp(-(u / u0)^k)`` (A, u0 > 0; 0.1 <= k <= 10); R^2 over all points.
 
     ``u0`` is kept within a factor 1000 of the positive ``u`` and ``A`` below 1000 times max ``|y|``.
 
     A grid over (u0, k) (u0 log-spaced from a tenth of the smallest positive ``u`` to ten times the
     largest, k from 0.1 to 10, A solved in closed form at each node) picks the start of a bounded
-    least-squares refinement of all three. Returns ``amplitude``, ``scale`` (u0, in the unit of u),
-    ``shape`` (k), ``r2`` and ``prediction``.
+    least-squares refinement of all three (``start``: ``(amplitude, scale, shape)`` to refine from
+    instead, e.g. the full-data fit inside a bootstrap). Returns ``amplitude``, ``scale`` (u0, in the
+    unit of u), ``shape`` (k), ``r2`` and ``prediction``.
     """
     from scipy.optimize import least_squares
 
@@ -101,13 +102,6 @@ def stretched_exponential_fit(u, y) -> dict:
             "prediction": pred,
         }
 
-    scales = np.geomspace(positive.min() / 10, positive.max() * 10, 60)
-    shapes = np.geomspace(0.1, 10.0, 30)
-    basis = np.exp(-((u[None, None, :] / scales[:, None, None]) ** shapes[None, :, None]))
-    amplitude = np.maximum((basis @ y) / np.maximum(np.sum(basis**2, axis=-1), 1e-300), 1e-12)
-    sse = np.sum((amplitude[..., None] * basis - y) ** 2, axis=-1)
-    i, j = np.unravel_index(np.argmin(sse), sse.shape)
-
     def model(theta):
         a, scale, shape = np.exp(theta)
         return a * np.exp(-((u / scale) ** shape))
@@ -115,7 +109,15 @@ def stretched_exponential_fit(u, y) -> dict:
     top = max(float(np.max(np.abs(y))), 1e-12)
     lower = np.log([1e-12, positive.min() / 1e3, 0.1])
     upper = np.log([1e3 * top, positive.max() * 1e3, 10.0])
-    start = np.clip(np.log([amplitude[i, j], scales[i], shapes[j]]), lower, upper)
+    if start is None:
+        scales = np.geomspace(positive.min() / 10, positive.max() * 10, 60)
+        shapes = np.geomspace(0.1, 10.0, 30)
+        basis = np.exp(-((u[None, None, :] / scales[:, None, None]) ** shapes[None, :, None]))
+        amplitude = np.maximum((basis @ y) / np.maximum(np.sum(basis**2, axis=-1), 1e-300), 1e-12)
+        sse = np.sum((amplitude[..., None] * basis - y) ** 2, axis=-1)
+        i, j = np.unravel_index(np.argmin(sse), sse.shape)
+        start = (amplitude[i, j], scales[i], shapes[j])
+    start = np.clip(np.log(np.maximum(np.asarray(start, dtype=np.float64), 1e-300)), lower, upper)
     res = least_squares(lambda theta: model(theta) - y, start, bounds=(lower, upper))
     pred = model(res.x)
     a, scale, shape = np.exp(res.x)

@@ -215,7 +215,8 @@ def unit_bootstrap(
     in the leave-one-pipeline-out fit (all copies are held out together). Returns
 
     * ``intervals``: one row per (memory, unit): ``r2_lo``, ``r2_hi`` (stretched exponential R^2 of
-      :func:`initmem.bridge.fitting.stretched_exponential_fit`; NaN when ``with_parametric`` is False),
+      :func:`initmem.bridge.fitting.stretched_exponential_fit`, each replicate refined from the
+      full-data fit; NaN when ``with_parametric`` is False),
       ``r2_cv_lo``, ``r2_cv_hi`` (:func:`lopo_r2`), ``n_boot``;
     * ``decision``: one row per memory: ``diff`` = ``r2_cv(accumulated) - r2_cv(epochs)`` on the
       data, ``diff_lo``, ``diff_hi`` (``level`` percentile interval), ``n_pipelines``, ``winner``
@@ -233,6 +234,12 @@ def unit_bootstrap(
         shared = set.intersection(*(set(c.units) for c in members))
         names = [u for u in (units or sorted(shared)) if u in shared]
         full = [(i, None) for i in range(len(members))]
+        starts = {}
+        for unit in names:  # the full-data fit starts each replicate's refinement
+            u, y, _ = _stack(members, full, unit)
+            fitted = stretched_exponential_fit(u, y) if with_parametric and y.size >= 4 else None
+            if fitted is not None and np.isfinite(fitted["scale"]):
+                starts[unit] = (fitted["amplitude"], fitted["scale"], fitted["shape"])
         boot = {u: {"r2": [], "r2_cv": []} for u in names}
         for _ in range(n_boot):
             picks = []
@@ -242,8 +249,8 @@ def unit_bootstrap(
             for unit in names:
                 u, y, g = _stack(members, picks, unit)
                 boot[unit]["r2_cv"].append(lopo_r2(u, y, g))
-                if with_parametric and y.size >= 4:
-                    boot[unit]["r2"].append(stretched_exponential_fit(u, y)["r2"])
+                if unit in starts and y.size >= 4:
+                    boot[unit]["r2"].append(stretched_exponential_fit(u, y, starts[unit])["r2"])
         point = {}
         for unit in names:
             u, y, g = _stack(members, full, unit)
