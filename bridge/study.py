@@ -57,6 +57,8 @@ FUNCTION_COLUMNS = [
     "excess_lo",
     "excess_hi",
 ]
+#: Leave-one-pipeline-out R^2 above which the pipelines count as collapsed onto one curve.
+COLLAPSE_R2 = 0.5
 #: Norm memory below this at the end of the run: the alphas' effective learning rates converged
 #: (the memory shrank by e, the definition of a forgetting time).
 FORGOTTEN_LEVEL = math.exp(-1.0)
@@ -78,8 +80,9 @@ class UnitStudy:
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
-        """The pre-registered decision, one sentence per memory (from the bridge)."""
-        return list(self.bridge.verdict)
+        """The pre-registered decision, one sentence per memory (from the bridge), then whether
+        the pipelines collapse onto one curve of accumulated regularization at all."""
+        return list(self.bridge.verdict) + collapse_sentences(self.bridge.units)
 
     def group_sentences(self) -> list[str]:
         """Which parameter group carries the function memory, per optimizer family."""
@@ -143,6 +146,30 @@ def unit_study(sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0) -> Un
         measured_vs_predicted=mvp,
         notes=list(report.notes),
     )
+
+
+def collapse_sentences(units: pd.DataFrame, unit: str = "accumulated") -> list[str]:
+    """Per memory: do the pipelines collapse onto one decreasing curve of ``unit``?
+
+    "Collapse" when the 95% interval of the leave-one-pipeline-out R^2 lies above
+    :data:`COLLAPSE_R2`, "do not collapse" when it lies below, else "cannot tell".
+    """
+    lines = []
+    if units.empty or "r2_cv_lo" not in units:
+        return lines
+    for _, row in units[units["unit"] == unit].iterrows():
+        numbers = (
+            f"leave-one-pipeline-out R^2 {row['r2_cv']:.2f} [95% {row['r2_cv_lo']:.2f}, "
+            f"{row['r2_cv_hi']:.2f}] against {COLLAPSE_R2}"
+        )
+        if row["r2_cv_lo"] > COLLAPSE_R2:
+            state = f"the pipelines collapse onto one curve of {unit} regularization"
+        elif row["r2_cv_hi"] < COLLAPSE_R2:
+            state = f"the pipelines do not collapse onto one curve of {unit} regularization at this size"
+        else:
+            state = f"cannot tell at this size whether the pipelines collapse onto one curve of {unit} regularization"
+        lines.append(f"{row['memory']}: {state} ({numbers}).")
+    return lines
 
 
 # ----------------------------------------------------------------------------------- function memory
@@ -709,8 +736,10 @@ def document(
 
 __all__ = [
     "ALPHA_LEVEL",
+    "COLLAPSE_R2",
     "FORGOTTEN_LEVEL",
     "UnitStudy",
+    "collapse_sentences",
     "document",
     "function_memory",
     "group_families",

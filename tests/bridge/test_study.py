@@ -108,3 +108,32 @@ def test_design_table_of_a_folder_flags_interpolation(study_sweep):
         assert row["runs_interpolating"] == int((mine["final_train_acc"] >= 0.995).sum())
     assert study.correlation["n_all"] == 2  # two pipelines with two alphas
     assert len(study.norm_sentences()) == 2
+
+
+def test_collapse_and_group_sentences_follow_the_numbers():
+    from initmem.bridge.study import collapse_sentences, group_sentences
+
+    units = pd.DataFrame(
+        {
+            "memory": ["norm", "spread", "norm"],
+            "unit": ["accumulated", "accumulated", "epochs"],
+            "r2_cv": [0.9, 0.1, 0.2],
+            "r2_cv_lo": [0.7, -0.5, 0.0],
+            "r2_cv_hi": [0.95, 0.6, 0.3],
+        }
+    )
+    norm, spread = collapse_sentences(units)
+    assert "norm: the pipelines collapse" in norm and "0.90 [95% 0.70, 0.95]" in norm
+    assert spread.startswith("spread: cannot tell")
+    groups = pd.DataFrame(
+        {
+            "family": ["sgd"] * 3 + ["adam"] * 2,
+            "group": ["all", "conv", "head", "all", "conv"],
+            "spread_pp": [8.0, 6.0, 0.5, 3.0, 1.0],
+            "p_value": [1 / 32, 1 / 32, 0.5, 1 / 32, 0.4],
+            "n_permutations": [64] * 5,
+        }
+    )
+    sgd, adam = group_sentences(groups)
+    assert "carried by conv (6.0 pp, p = 0.031); not by head" in sgd
+    assert "only the combination" in adam
