@@ -44,12 +44,13 @@ def spread_null(
     ``accuracies``: (n_seeds, n_alphas), one row per seed with every alpha (any unit; the spread is
     in that unit). Returns ``spread`` (max minus min over alphas of the seed means), ``null_mean``
     (the noise floor: the mean spread under permuted labels), ``null_hi`` (its ``level`` quantile),
-    ``excess`` (``spread - null_mean``), ``p_value``, ``n_permutations``, ``exact`` (all
-    permutations enumerated) and ``n_seeds``. NaN for fewer than 2 seeds or 2 alphas. The smallest
-    attainable p-value is ``1 / n_alphas!^n_seeds`` (1/32 for 2 alphas and 5 seeds).
+    ``excess`` (``spread - null_mean``), ``p_value``, ``p_min`` (the smallest attainable p-value:
+    relabelling every seed the same way leaves the spread unchanged, so it is
+    ``1 / n_alphas!^(n_seeds - 1)``: 1/16 for 2 alphas and 5 seeds, 1/32 for 6), ``n_permutations``,
+    ``exact`` (all permutations enumerated) and ``n_seeds``. NaN for fewer than 2 seeds or 2 alphas.
     """
     acc = np.asarray(accuracies, dtype=np.float64)
-    out = dict.fromkeys(["spread", "null_mean", "null_hi", "excess", "p_value"], np.nan)
+    out = dict.fromkeys(["spread", "null_mean", "null_hi", "excess", "p_value", "p_min"], np.nan)
     out.update(n_permutations=0, exact=False, n_seeds=int(acc.shape[0]) if acc.ndim == 2 else 0)
     if acc.ndim != 2 or acc.shape[0] < 2 or acc.shape[1] < 2 or not np.isfinite(acc).all():
         return out
@@ -69,7 +70,10 @@ def spread_null(
     shuffled = np.take_along_axis(acc[None, :, :], perms, axis=2)
     null = np.ptp(shuffled.mean(axis=1), axis=1)
     p = float(np.mean(null >= observed - 1e-12))
+    # relabelling every seed at once leaves the spread unchanged: n_alphas! permutations tie
+    p_min = len(per_seed) / total if exact else 1.0 / len(null)
     out.update(
+        p_min=float(p_min),
         spread=observed,
         null_mean=float(null.mean()),
         null_hi=float(np.quantile(null, level)),

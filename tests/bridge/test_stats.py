@@ -27,7 +27,8 @@ def test_spread_null_matches_brute_force_enumeration():
 def test_spread_null_planted_effect_and_planted_null():
     rng = np.random.default_rng(0)
     effect = np.column_stack([80 + rng.normal(0, 0.5, 6), 70 + rng.normal(0, 0.5, 6)])
-    assert stats.spread_null(effect)["p_value"] == pytest.approx(2 / 64)  # the smallest possible
+    result = stats.spread_null(effect)
+    assert result["p_value"] == pytest.approx(2 / 64) == result["p_min"]  # the smallest possible
     same = np.column_stack([np.full(5, 80.0), np.full(5, 80.0)])
     assert stats.spread_null(same)["p_value"] == 1.0
     assert np.isnan(stats.spread_null(effect[:1])["p_value"])  # one seed: no null

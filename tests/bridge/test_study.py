@@ -131,7 +131,7 @@ def test_collapse_and_group_sentences_follow_the_numbers():
             "group": ["all", "conv", "head", "all", "conv"],
             "spread_pp": [8.0, 6.0, 0.5, 3.0, 1.0],
             "p_value": [1 / 32, 1 / 32, 0.5, 1 / 32, 0.4],
-            "n_permutations": [64] * 5,
+            "p_min": [1 / 32] * 5,
         }
     )
     sgd, adam = group_sentences(groups)
