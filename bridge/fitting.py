@@ -576,8 +576,8 @@ def _fit_table(pipelines, norm_times, predicted, level, n_boot=200, seed=0) -> p
                         "predicted": predictor,
                         "points": points,
                         **result,
-                        "n_not_forgotten": int(
-                            (~table[columns[2]].fillna(False).astype(bool)).sum()
+                        "n_not_forgotten": int(  # measured, and censored by the run's end
+                            (~table[columns[2]].dropna().astype(bool)).sum()
                         ),
                         "level": level,
                     }
