@@ -1,4 +1,4 @@
-"""Benchmark 6: the command line's start-up, ``initmem --help`` and ``initmem sweep status DIR``.
+"""Benchmark 7: the command line's start-up, ``initmem --help`` and ``initmem sweep status DIR``.
 
 Both commands answer from a few small files, so their time is the interpreter's start plus the imports
 they pay for: before the imports were made lazy, ``initmem.empirical`` loaded torch and the whole
