@@ -36,6 +36,11 @@ Locks and shared file systems: ``flock`` works across processes of one machine. 
 (mounted with ``flock``) Linux maps it to byte-range locks that also work across nodes; on file systems
 without lock support, do not point two independent sweep drivers at one folder. The submitit backend
 gives each array task its own runs, so there the lock is a second safety net.
+
+Who does what: this module parses the sweep file, writes and reads the sweep folder's manifest and
+drives a sweep (:func:`run_sweep`); :mod:`~initmem.empirical.backends` schedules its tasks,
+:mod:`~initmem.empirical.workers` runs each one on a worker, and :mod:`~initmem.empirical.runfolder`
+owns each run's folder (its lock, state, result and failure record).
 """
 
 from __future__ import annotations
