@@ -40,7 +40,7 @@ from common import BenchResult, median, spread, timed
 
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepSpec, preset_text, run_sweep
-from initmem.empirical.train import Trainer, train
+from initmem.empirical.trainer import Trainer, train
 
 #: Target: the machinery's fixed cost per run under 5% of the run.
 TARGET = 0.05

@@ -27,7 +27,7 @@ from .packing import train_packed
 from .report import write_report
 from .runlog import RunResult, load_result
 from .sweep import SweepSpec, list_presets, run_sweep, sweep_status
-from .train import RunFolderError, Trainer, train
+from .trainer import RunFolderError, Trainer, train
 
 __all__ = [
     "ConfigError",

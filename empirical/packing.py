@@ -3,9 +3,9 @@
 A sweep of small networks spends most of its time on per-operation overhead, not arithmetic; packing
 K runs into one computation divides that overhead by K. :func:`train_packed` takes configs that
 differ only in :data:`PACKABLE_FIELDS` and writes the same run folders, with the same numbers up to
-float rounding, as calling :func:`~initmem.empirical.train.train` on each (docs/run-format.md).
+float rounding, as calling :func:`~initmem.empirical.trainer.train` on each (docs/run-format.md).
 
-How. Each run keeps its own :class:`~initmem.empirical.train.Trainer` (model, optimizer, generators,
+How. Each run keeps its own :class:`~initmem.empirical.trainer.Trainer` (model, optimizer, generators,
 logs), but its parameters and BatchNorm buffers become views into stacked tensors of shape
 ``(K, *shape)`` (:class:`PackedModels`). A training step gathers and augments each run's batch with
 its own generators, runs one packed forward/backward, and hands each run the gradient slice of its
@@ -38,7 +38,7 @@ from torch.func import functional_call, vmap
 from .config import RunConfig
 from .data import DataSplits, shared_splits
 from .runlog import RunFiles, RunResult
-from .train import Divergence, Trainer, resolve_device, train
+from .trainer import Divergence, Trainer, resolve_device, train
 
 #: Config fields in which packed runs may differ (everything else must be equal).
 PACKABLE_FIELDS = ("alpha", "seed", "out_dir", "quiet")

@@ -71,7 +71,7 @@ SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep")
 SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit")
 BACKENDS = ("local", "submitit", "ray")
 #: The trainer a sweep calls on each run unless told otherwise (``module:function``).
-DEFAULT_TRAINER = "initmem.empirical.train:train"
+DEFAULT_TRAINER = "initmem.empirical.trainer:train"
 #: Run states. Finished runs are ``completed`` or ``diverged`` (their result.json exists).
 FINISHED_STATES = ("completed", "diverged")
 RUN_STATES = ("completed", "diverged", "running", "failed", "pending")

@@ -24,7 +24,7 @@ from initmem.empirical.packing import (
     widen,
 )
 from initmem.empirical.runlog import read_log, read_predictions
-from initmem.empirical.train import train
+from initmem.empirical.trainer import train
 
 RTOL = 1e-4
 ATOL = 1e-6
