@@ -138,6 +138,19 @@ def test_a_diverging_run_leaves_the_pack_and_the_others_go_on(tiny_config):
     assert_same_run(solo[0].run_dir, packed[0].run_dir)
 
 
+def test_a_pack_whose_runs_all_diverge_at_one_step_ends_them_as_alone(tiny_config):
+    """alpha = 1000 and 2000 both exceed max_weight_norm at the first check (step 4): each run ends
+    diverged at that step, as alone (the pack empties at once; it used to fail on an empty stack)."""
+    configs = [tiny_config(alpha=a, lr=LR, max_weight_norm=500.0) for a in (1000.0, 2000.0)]
+    solo = [train(c.replace(out_dir=f"{c.out_dir}-solo")) for c in configs]
+    packed = train_packed(configs)
+    for a, b in zip(solo, packed, strict=True):
+        assert (a.status, a.steps_run, a.diverged_step, a.epochs_run) == ("diverged", 4, 4, 0)
+        assert (b.status, b.steps_run, b.diverged_step, b.epochs_run) == ("diverged", 4, 4, 0)
+        assert b.reason.startswith("weight norm") and b.best_val_acc == a.best_val_acc
+        assert [r["epoch"] for r in read_log(b.run_dir)] == [0]
+
+
 def test_finished_runs_are_returned_and_the_rest_are_trained(solo_runs, tiny_config):
     finished = tiny_config(alpha=RUNS[0][0], seed=RUNS[0][1], lr=LR, out_dir=solo_runs[0].run_dir)
     fresh = [tiny_config(alpha=a, seed=s, lr=LR) for a, s in RUNS[1:]]
