@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     """Train the configured run; print its result. Returns 0 (completed or diverged) or 2 (bad input)."""
     from initmem.empirical.config import ConfigError, RunConfig
     from initmem.empirical.data import DataNotFoundError
-    from initmem.empirical.train import RunFolderError, train
+    from initmem.empirical.trainer import RunFolderError, train
 
     overrides = list(args.overrides)
     if args.out:
