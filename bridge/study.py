@@ -215,14 +215,17 @@ def _function_row(group: pd.DataFrame, n_boot: int, seed: int) -> dict:
 
 
 def _predictions(runs: pd.DataFrame) -> dict:
+    """``{alpha: {seed: best_test_pred}}`` of the runs that saved predictions."""
+    from initmem.empirical import runfolder
+
     out: dict = {}
     for _, run in runs.iterrows():
-        path = Path(run["run_dir"]) / "predictions.npz"
-        if not path.is_file():
+        try:
+            data = runfolder.read_predictions(run["run_dir"], keys=("best_test_pred",))
+        except FileNotFoundError:  # the run saved no predictions
             continue
-        with np.load(path) as data:
-            if "best_test_pred" in data:
-                out.setdefault(run["alpha"], {})[run["seed"]] = data["best_test_pred"]
+        if "best_test_pred" in data:
+            out.setdefault(run["alpha"], {})[run["seed"]] = data["best_test_pred"]
     return out
 
 

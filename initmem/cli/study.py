@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 
-from initmem.cli import fail
+from initmem.cli import SUBCOMMANDS, fail
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "study",
-        help="the unit-of-forgetting study of a sweep folder: verdict, tables, a Markdown document",
+        help=SUBCOMMANDS["study"],
         description="Analyse a finished sweep (e.g. the 'units' preset): the design in units of "
         "forgetting, the pre-registered comparison of accumulated regularization against epochs, "
         "function memory against its permutation null, measured vs predicted forgetting times and "
