@@ -122,7 +122,8 @@ def unit_study(sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0) -> Un
         design["runs_interpolating"] == design["runs_done"]
     )
     correlation = design_correlation(design[design["interpolates"]])
-    correlation["n_all"] = design_correlation(design)["n"]
+    every = design_correlation(design)
+    correlation.update(n_all=every["n"], r_all=every["r"])
 
     report = fit(all_runs, n_boot=n_boot, seed=seed)
     function = function_memory(runs, n_boot=max(n_boot, 200), seed=seed)
@@ -403,9 +404,15 @@ def group_sentences(groups: pd.DataFrame) -> list[str]:
                 f"does: {', '.join(show(r) for _, r in rest.iterrows())}."
             )
         else:
+            together = carry[carry["group"] == "all"]
             lines.append(
                 f"{family}: function memory above its null is carried by "
                 f"{', '.join(show(r) for _, r in singles.iterrows())}"
+                + (
+                    f" (and by all parameters together: {show(together.iloc[0])})"
+                    if not together.empty
+                    else ""
+                )
                 + (
                     f"; not by {', '.join(show(r) for _, r in rest.iterrows())}"
                     if not rest.empty
@@ -431,6 +438,16 @@ def _interval(value, lo, hi, digits: int = 2) -> str:
     if not math.isfinite(float(lo)) if lo is not None else True:
         return _f(value, digits)
     return f"{_f(value, digits)} [{_f(lo, digits)}, {_f(hi, digits)}]"
+
+
+def _r_text(corr: dict, design: pd.DataFrame) -> str:
+    """r over the interpolating pipelines, or why it is undefined."""
+    if math.isfinite(corr["r"]):
+        return _f(corr["r"])
+    used = design[design["interpolates"] & (design["alphas"].str.count(",") >= 1)]
+    if len(used) >= 3 and np.ptp(np.round(used["epochs"].to_numpy(dtype=float), 6)) == 0:
+        return f"undefined (all of them ran {used['epochs'].iloc[0]:.0f} epochs)"
+    return "undefined (fewer than 3 such pipelines)"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -483,9 +500,9 @@ def document(
         f"(final train accuracy >= 99.5%): {corr['n']} of {corr.get('n_all', corr['n'])}; over them "
         f"accumulated regularization runs from {_f(corr['y_min'], 3, 'g')} to "
         f"{_f(corr['y_max'], 3, 'g')} ({_f(corr['decades'], 1)} decades) and the Pearson r of "
-        f"ln(epochs) and ln(accumulated) is "
-        + (_f(corr["r"]) if math.isfinite(corr["r"]) else "undefined (fewer than 3 such pipelines)")
-        + ".",
+        f"ln(epochs) and ln(accumulated) is {_r_text(corr, design)}; over all "
+        f"{corr.get('n_all', corr['n'])} pipelines with two or more alphas (the design) it is "
+        f"{_f(corr.get('r_all', math.nan))}.",
         "",
     ]
     rows = []
@@ -639,8 +656,10 @@ def document(
                 "forgotten within the run" if r["points"] == "forgotten" else "all (fitted times)",
                 str(r["n"]),
                 str(r.get("n_not_forgotten", "")),
-                _interval(r["slope"], r["slope_lo"], r["slope_hi"]),
-                _interval(r["r2"], r.get("r2_lo", np.nan), r.get("r2_hi", np.nan)),
+                _interval(r["slope"], r["slope_lo"], r["slope_hi"]) if r["n"] >= 3 else "– (n < 3)",
+                _interval(r["r2"], r.get("r2_lo", np.nan), r.get("r2_hi", np.nan))
+                if r["n"] >= 3
+                else "– (n < 3)",
             ]
             for _, r in mvp.iterrows()
         ]
