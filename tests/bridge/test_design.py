@@ -29,8 +29,8 @@ def test_units_preset_separates_epochs_from_accumulated_regularization(units_des
     assert corr["r"] == pytest.approx(direct)
     kinds = set(zip(compared["optimizer"], compared["momentum"] > 0, strict=True))
     assert {("sgd", False), ("sgd", True), ("adam", False), ("adamw", False)} <= kinds
-    # a short x long factorial within each regime: two lengths, a factor 4 apart
-    assert sorted(np.round(compared["epochs"]).unique()) == [12, 48]
+    # a short x long factorial within each regime: two lengths, a factor 2 apart
+    assert sorted(np.round(compared["epochs"]).unique()) == [24, 48]
     groups = units_design[units_design["alphas"] == "4"]["alpha_groups"]
     assert {"conv", "bn", "head"} <= set(groups)
 

@@ -135,5 +135,6 @@ def test_collapse_and_group_sentences_follow_the_numbers():
         }
     )
     sgd, adam = group_sentences(groups)
-    assert "carried by conv (6.0 pp, p = 0.031); not by head" in sgd
+    assert "carried by conv (6.0 pp, p = 0.031) (and by all parameters together" in sgd
+    assert "not by head (0.5 pp, p = 0.500)" in sgd
     assert "only the combination" in adam
