@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from initmem.cli import main
 from initmem.cli import train as train_cli
 from initmem.empirical.data import write_cifar10_fixture
 
@@ -44,8 +45,9 @@ def single_thread():
 
 
 def _run(parser, argv):
-    args = parser.parse_args(argv)
-    return args.func(args)
+    """``initmem ARGV`` through the command's error wrapper (``parser`` parses it the same way)."""
+    parser.parse_args(argv)
+    return main(argv)
 
 
 def test_train_writes_the_run_and_prints_its_result(parser, config_file, tmp_path, capsys):

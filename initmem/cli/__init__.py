@@ -3,18 +3,38 @@
 Each module in :data:`SUBCOMMANDS` defines ``register(subparsers)``, which adds its parser and sets
 ``func`` to its ``run(args) -> int``. Modules are imported lazily so that ``initmem theory`` never pays
 for torch models and ``initmem --help`` stays fast.
+
+Failures: :func:`main` runs every command under one wrapper. An expected failure (a bad config or sweep
+file, a damaged or missing file, an I/O or permission error) prints ``error: ...`` on one line to stderr
+and exits with status 2; Ctrl-C (SIGINT) prints ``interrupted; resume with: ...`` and exits with 130.
+The traceback is printed only with ``--debug`` (anywhere on the command line) or with the environment
+variable ``INITMEM_DEBUG=1``. An unexpected exception (a bug) keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import pickle
+import shlex
 import sys
+import traceback
 
 from initmem import __version__
 
 #: Subcommand modules under ``initmem.cli``, in the order ``--help`` lists them.
 SUBCOMMANDS = ("theory", "train", "sweep", "report", "bridge", "demo")
+#: Exit status of a bad input (arguments, config, sweep file, damaged or missing file, I/O error).
+EXIT_ERROR = 2
+#: Exit status after Ctrl-C (SIGINT): 128 + 2, as a shell reports a process killed by SIGINT.
+EXIT_INTERRUPTED = 130
+#: Environment variable that turns on ``--debug`` (print the traceback of an error).
+DEBUG_ENV = "INITMEM_DEBUG"
+#: Exceptions a command reports as one line ``error: ...`` (everything else is a bug: traceback).
+#: ``ValueError`` covers ConfigError, SweepError, RunFolderError, JSON and Unicode decode errors;
+#: ``OSError`` covers missing files and data sets, permissions, a file where a folder should be.
+EXPECTED_ERRORS = (OSError, ValueError, EOFError, pickle.UnpicklingError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,17 +52,66 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(subparsers)
+    _add_debug_option(parser, default=False)
     return parser
 
 
+def _add_debug_option(parser: argparse.ArgumentParser, *, default) -> None:
+    """``--debug`` on the parser and on every (nested) subcommand parser."""
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help=f"print the traceback of an error (or set {DEBUG_ENV}=1)",
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _add_debug_option(sub, default=argparse.SUPPRESS)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for bad arguments or configs)."""
+    """Run the command line; returns the exit status (0 done, 1 some runs failed, 2 bad input or a
+    damaged file, 130 interrupted; a command may document more)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
-        return 2
-    return int(args.func(args) or 0)
+        return EXIT_ERROR
+    debug = args.debug or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        hint = getattr(args, "resume_hint", None)
+        command = hint(args, argv) if hint is not None else argv
+        print(f"interrupted; resume with: {shlex.join(['initmem', *command])}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except EXPECTED_ERRORS as err:
+        if debug:
+            traceback.print_exc()
+        return fail(describe_error(err))
+
+
+def describe_error(err: BaseException) -> str:
+    """One line for an expected failure: the message, or for an OS error the path and what went wrong."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None:
+        path = os.fsdecode(err.filename)
+        if isinstance(err, FileExistsError):
+            text = f"{path} exists and is not a folder (remove it or choose another path)"
+        elif isinstance(err, NotADirectoryError):
+            text = f"{path}: a part of this path is a file, not a folder"
+        elif isinstance(err, PermissionError):
+            text = f"{path}: permission denied"
+        else:
+            text = f"{path}: {err.strerror}"
+        if err.filename2 is not None:
+            text += f" (to {os.fsdecode(err.filename2)})"
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(text.split())
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -60,8 +129,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = Fa
 
 def fail(message: str) -> int:
     """Print a one-line error to stderr and return the exit status for bad input."""
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,13 +4,14 @@
 
 The config is validated before any work; a bad field, a missing data set or an occupied run folder is
 one line ``error: ...`` on stderr and exit status 2. A diverged run is a result, not an error (exit 0).
+Ctrl-C leaves a resumable folder and prints the command that resumes it (exit 130).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from initmem.cli import add_config_arguments, fail
+from initmem.cli import add_config_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,27 +27,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--resume", action="store_true", help="continue the run in the folder from its last.pt"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, resume_hint=resume_hint)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train the configured run; print its result. Returns 0 (completed or diverged) or 2 (bad input)."""
-    from initmem.empirical.config import ConfigError, RunConfig
-    from initmem.empirical.data import DataNotFoundError
-    from initmem.empirical.train import RunFolderError, train
+    from initmem.empirical.config import RunConfig
+    from initmem.empirical.train import train
 
     overrides = list(args.overrides)
-    if args.out:
+    if args.out is not None:
         overrides.append(f"out_dir={_toml_string(args.out)}")
     if args.quiet:
         overrides.append("quiet=true")
-    try:
-        config = RunConfig.from_file(args.config, overrides)
-        result = train(config, resume=True if args.resume else False)
-    except (ConfigError, DataNotFoundError, RunFolderError) as err:
-        return fail(" ".join(str(err).split()))
+    config = RunConfig.from_file(args.config, overrides)
+    result = train(config, resume=True if args.resume else False)
     print(result.summary())
     return 0
+
+
+def resume_hint(args: argparse.Namespace, argv: list[str]) -> list[str]:
+    """The command line that resumes an interrupted run: the same one, with ``--resume``."""
+    return argv if args.resume else [*argv, "--resume"]
 
 
 def _toml_string(text: str) -> str:
