@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from initmem.empirical.config import ConfigError, RunConfig
+from initmem.empirical.config import ConfigError, RunConfig, unknown_field_message
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -122,6 +122,11 @@ class SweepSpec:
         if bad_options:
             raise SweepError(
                 f"unknown [sweep] option(s) {bad_options}; allowed: {list(SWEEP_OPTIONS)}"
+            )
+        if not set(values) & {"base", "grid", "variants"}:
+            raise SweepError(
+                f"sweep file '{name}' defines no runs (no [base], [grid] or [[variants]]); "
+                "see a preset for the format: initmem sweep presets"
             )
         raw_variants = values.get("variants", [{}])
         if not isinstance(raw_variants, list) or not raw_variants:
@@ -307,13 +312,7 @@ def _check_fields(where: str, values: dict[str, Any]) -> None:
     known = RunConfig.field_names()
     for key in values:
         if key not in known:
-            import difflib
-
-            hint = difflib.get_close_matches(key, known, n=1)
-            raise SweepError(
-                f"{where}: unknown config field '{key}'"
-                + (f" (did you mean '{hint[0]}'?)" if hint else "")
-            )
+            raise SweepError(unknown_field_message(key, where))
 
 
 def _grid_table(where: str, grid: Any) -> dict[str, list[Any]]:

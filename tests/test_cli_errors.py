@@ -93,3 +93,14 @@ def test_interrupt_prints_how_to_resume(tmp_path, capsys, monkeypatch):
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("interrupted; resume with: initmem train --set dataset=cifar10-fixture")
     assert err.rstrip().endswith(f"--out {out} --resume")
+
+
+def test_empty_out_is_an_error_not_the_default_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--out", "", "--set", "epochs=1"]) == 2
+    assert "out_dir must name a folder" in _one_error_line(capsys.readouterr().err)
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert main(["train", "--config", str(empty)]) == 2
+    assert "sets no field" in _one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "runs").exists()  # nothing started in the default runs/run

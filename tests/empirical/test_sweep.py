@@ -172,6 +172,9 @@ def test_any_field_can_be_an_axis_and_list_fields_take_lists():
     ("text", "message"),
     [
         ("[base]\nalpah = 1.0\n", "did you mean 'alpha'"),
+        ("[base]\nbs = 4\n", "base: unknown config field 'bs' (did you mean 'batch_size'?)"),
+        ("", "defines no runs (no [base], [grid] or [[variants]])"),
+        ("# a comment\nname = 'x'\n", "defines no runs"),
         ("colour = 1\n", "unknown top-level key"),
         ("[grid]\nalpha = 1.0\n", "grid.alpha must be a non-empty list"),
         ("[grid]\nalpha = []\n", "grid.alpha must be a non-empty list"),
