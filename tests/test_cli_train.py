@@ -103,6 +103,7 @@ def test_missing_data_is_an_error_not_a_traceback(parser, tmp_path, capsys, monk
     monkeypatch.setenv("INITMEM_DATA", str(tmp_path / "cache"))
     monkeypatch.setattr("initmem.empirical.data.DEBIAN_FASHION_MNIST", tmp_path / "none")
     monkeypatch.setenv("INITMEM_OFFLINE", "1")
+    (tmp_path / "empty").mkdir()
     argv = ["train", "--set", f"data_dir={tmp_path / 'empty'}", "--out", str(tmp_path / "run")]
     assert _run(parser, argv) == 2
     err = capsys.readouterr().err
