@@ -86,8 +86,9 @@ def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
         row.update({k: result.get(k) for k in RESULT_COLUMNS})
         rows.append(row)
     frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
+    if frame.empty:  # no runs: the columns all the same, so callers can select and filter
+        columns = ["hash", "variant", "pipeline", "label", "run_dir", "status"]
+        return pd.DataFrame(columns=[*columns, *RunConfig.field_names(), *RESULT_COLUMNS])
     for column in RESULT_COLUMNS:
         if column != "reason":
             frame[column] = pd.to_numeric(frame[column], errors="coerce")

@@ -446,10 +446,11 @@ def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
 
 
 def lock_is_held(run_dir: str | Path) -> bool:
-    """True if some process holds the run's lock (a brief non-blocking probe)."""
+    """True if some process holds the run's lock (a brief non-blocking probe; opens the lock file
+    read-only, so a read-only sweep folder can be inspected and reported)."""
     path = Path(run_dir) / ".lock"
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:

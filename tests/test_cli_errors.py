@@ -4,6 +4,7 @@ Ctrl-C -> ``interrupted; resume with: ...`` and status 130."""
 from __future__ import annotations
 
 import importlib
+import json
 import textwrap
 
 import pytest
@@ -104,3 +105,18 @@ def test_empty_out_is_an_error_not_the_default_folder(tmp_path, capsys, monkeypa
     assert main(["train", "--config", str(empty)]) == 2
     assert "sets no field" in _one_error_line(capsys.readouterr().err)
     assert not (tmp_path / "runs").exists()  # nothing started in the default runs/run
+
+
+def test_report_out_and_a_one_alpha_sweep(tmp_path, capsys):
+    from tests.empirical.test_memory import make_sweep
+
+    sweep = make_sweep(tmp_path / "sweep")
+    manifest = sweep / "manifest.json"
+    entries = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps([e for e in entries if e["config"]["alpha"] == 1.0]))
+    out = tmp_path / "report"
+    assert main(["report", str(sweep), "--out", str(out), "--n-boot", "10"]) == 0
+    printed = capsys.readouterr().out
+    assert (out / "report.md").is_file() and not (sweep / "report.md").exists()
+    sgd = next(line for line in printed.splitlines() if line.startswith("sgd "))
+    assert sgd.split()[1:4] == ["-", "(one", "alpha)"]
