@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 import math
@@ -149,12 +150,12 @@ class RunConfig:
     # ---------------------------------------------------------------- construction
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        return tuple(_fields(cls))
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], *, validate: bool = True) -> RunConfig:
         """Build from a plain mapping (e.g. parsed TOML); unknown keys and bad types raise ConfigError."""
-        known = {f.name: f for f in dataclasses.fields(cls)}
+        known = _fields(cls)
         kwargs = {}
         for key, value in values.items():
             if key not in known:
@@ -182,9 +183,8 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (tuples become lists)."""
-        return {
-            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
-        }
+        values = {name: getattr(self, name) for name in _fields(type(self))}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     @property
     def hash(self) -> str:
@@ -317,6 +317,12 @@ class RunConfig:
 
 
 # -------------------------------------------------------------------- helpers (also used by sweeps)
+@functools.cache
+def _fields(cls: type) -> dict[str, dataclasses.Field]:
+    """A dataclass's fields by name, in order (looked up once per class: sweeps build many configs)."""
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
 def config_hash(values: dict[str, Any]) -> str:
     """16-hex-digit SHA-256 of a config dict, ignoring :data:`NON_HASHED_FIELDS`."""
     payload = {k: v for k, v in sorted(values.items()) if k not in NON_HASHED_FIELDS}

@@ -70,6 +70,8 @@ SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep")
 #: Keys of the optional ``[sweep]`` table (sweep-level options; the command line overrides them).
 SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit")
 BACKENDS = ("local", "submitit", "ray")
+#: Sweeps of this many runs or more show a progress bar while they are expanded and validated.
+PROGRESS_MIN_RUNS = 100_000
 #: The trainer a sweep calls on each run unless told otherwise (``module:function``).
 DEFAULT_TRAINER = "initmem.empirical.train:train"
 #: Run states. Finished runs are ``completed`` or ``diverged`` (their result.json exists).
@@ -221,35 +223,71 @@ class SweepSpec:
         return dataclasses.replace(self, options=merged, source="")
 
     # ------------------------------------------------------------ expansion
-    def expand(self) -> list[SweepRun]:
-        """Every run of the sweep (variants x grid), validated; raises SweepError on the first bad one.
+    def count(self) -> int:
+        """The number of runs (variants x grid), computed without expanding the sweep."""
+        return sum(
+            math.prod(len(values) for values in {**self.grid, **variant.grid}.values())
+            for variant in self.variants
+        )
 
-        Order: variants in file order; within a variant the grid product with the first axis slowest.
+    def iter_runs(self, *, progress: bool | None = None) -> Iterator[SweepRun]:
+        """Every run of the sweep, validated, one at a time; raises SweepError at the first bad one.
+
+        Lazy: a grid point is built and checked when the caller asks for it, so memory stays bounded
+        (one config at a time, plus about 100 bytes per run for the duplicate check). ``progress``
+        shows a bar on stderr: None (default) for sweeps of :data:`PROGRESS_MIN_RUNS` runs or more
+        when stderr is a terminal, True always, False never. Order: variants in file order; within a
+        variant the grid product with the first axis slowest.
         """
-        runs: list[SweepRun] = []
-        seen: dict[str, str] = {}
-        for variant in self.variants:
-            grid = {**self.grid, **variant.grid}
-            keys = list(grid)
-            for point in itertools.product(*(grid[k] for k in keys)):
-                values = {**self.base, **variant.overrides, **dict(zip(keys, point, strict=True))}
-                where = ", ".join(f"{k}={v!r}" for k, v in zip(keys, point, strict=True))
-                try:
-                    config = RunConfig.from_dict(values)
-                except ConfigError as err:
-                    raise SweepError(
-                        f"run {len(runs)} of sweep '{self.name}' (variant '{variant.name}'"
-                        f"{', ' + where if where else ''}): {err}"
-                    ) from None
-                run = SweepRun(config.hash, variant.name, config)
-                if run.hash in seen:
-                    raise SweepError(
-                        f"variant '{variant.name}' ({where}) repeats a run of variant "
-                        f"'{seen[run.hash]}' with the same config (hash {run.hash})"
-                    )
-                seen[run.hash] = variant.name
-                runs.append(run)
-        return runs
+        from tqdm.auto import tqdm
+
+        total = self.count()
+        show = total >= PROGRESS_MIN_RUNS if progress is None else progress
+        bar = tqdm(
+            total=total,
+            desc=f"expanding sweep {self.name}",
+            unit="run",
+            disable=(None if progress is None else False) if show else True,
+            miniters=max(1, total // 1000),
+            dynamic_ncols=True,
+        )
+        seen: dict[int, int] = {}  # hash (as a 64-bit int) -> index of the variant that made it
+        index = 0
+        with bar:
+            for v, variant in enumerate(self.variants):
+                grid = {**self.grid, **variant.grid}
+                keys = list(grid)
+                for point in itertools.product(*(grid[k] for k in keys)):
+                    values = {
+                        **self.base,
+                        **variant.overrides,
+                        **dict(zip(keys, point, strict=True)),
+                    }
+                    try:
+                        config = RunConfig.from_dict(values)
+                    except ConfigError as err:
+                        where = _where(keys, point)
+                        raise SweepError(
+                            f"run {index} of sweep '{self.name}' (variant '{variant.name}'"
+                            f"{', ' + where if where else ''}): {err}"
+                        ) from None
+                    run = SweepRun(config.hash, variant.name, config)
+                    key = int(run.hash, 16)
+                    if key in seen:
+                        raise SweepError(
+                            f"variant '{variant.name}' ({_where(keys, point)}) repeats a run of "
+                            f"variant '{self.variants[seen[key]].name}' with the same config "
+                            f"(hash {run.hash})"
+                        )
+                    seen[key] = v
+                    index += 1
+                    bar.update(1)
+                    yield run
+
+    def expand(self) -> list[SweepRun]:
+        """Every run of the sweep (variants x grid), validated, as a list (see :meth:`iter_runs`, which
+        yields them one at a time with bounded memory); raises SweepError on the first bad one."""
+        return list(self.iter_runs())
 
     def to_toml(self) -> str:
         """The sweep as a TOML file (used when the spec was changed after loading)."""
@@ -299,6 +337,10 @@ class SweepRun:
             "run_dir": str(run_dir),
             "config": config,
         }
+
+
+def _where(keys: list[str], point: tuple) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in zip(keys, point, strict=True))
 
 
 def _table(values: dict[str, Any], key: str) -> dict[str, Any]:

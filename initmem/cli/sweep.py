@@ -122,9 +122,8 @@ def run_command(args: argparse.Namespace) -> int:
 
     try:
         spec = load_spec(args.file, args.overrides)
-        runs = spec.expand()
         if args.dry_run:
-            _print_plan(spec, runs)
+            _print_plan(spec, progress=not args.quiet)
             return 0
         backend = args.backend or spec.options.get("backend", "local")
         options = {}
@@ -154,11 +153,12 @@ def run_command(args: argparse.Namespace) -> int:
     return 1 if status.failed else 0
 
 
-def _print_plan(spec, runs) -> None:
+def _print_plan(spec, *, progress: bool) -> None:
+    """Validate every run (streamed: bounded memory on any grid) and count them per variant."""
     from collections import Counter
 
-    per_variant = Counter(r.variant for r in runs)
-    print(f"sweep {spec.name}: {len(runs)} runs (valid)")
+    per_variant = Counter(r.variant for r in spec.iter_runs(progress=None if progress else False))
+    print(f"sweep {spec.name}: {per_variant.total()} runs (valid)")
     for variant, count in per_variant.items():
         print(f"  {variant}: {count} runs")
 

@@ -7,6 +7,7 @@ completions; one shared smoke test trains real tiny runs on every backend.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -665,3 +666,22 @@ def test_a_packed_sweep_writes_the_runs_of_an_unpacked_one(tmp_path, capsys):
     assert again[-1]["weight_norm"] == pytest.approx(
         journal_records(second.run_dir(tmp_path / "alone"))[-1]["weight_norm"], rel=1e-4
     )
+
+
+def test_expansion_is_lazy_and_counted_without_expanding(capsys):
+    """A grid of 10^12 runs: counted exactly, its first runs validated without building the rest."""
+    axis = list(range(10**6))
+    spec = SweepSpec.from_dict(
+        {
+            "base": {"dataset": "cifar10-fixture", "batch_size": 4},
+            "grid": {"seed": axis, "split_seed": axis},
+        }
+    )
+    assert spec.count() == 10**12
+    first = list(itertools.islice(spec.iter_runs(progress=False), 3))
+    assert [(r.config.seed, r.config.split_seed) for r in first] == [(0, 0), (0, 1), (0, 2)]
+    assert [r.hash for r in first] == [r.config.hash for r in first]
+
+    small = SweepSpec.from_toml(SWEEP)
+    assert [r.hash for r in small.iter_runs(progress=True)] == [r.hash for r in small.expand()]
+    assert f"expanding sweep {small.name}" in capsys.readouterr().err
