@@ -115,3 +115,13 @@ def test_report_of_a_sweep_without_runs(tmp_path):
     assert load_sweep(tmp_path / "empty").empty
     text = write_report(tmp_path / "empty", n_boot=20).read_text()
     assert "0/0 done" in text and "No finished runs yet" in text
+
+
+def test_report_figures_leave_pyplot_alone(tmp_path, pyplot_forbidden):
+    import matplotlib
+
+    report = write_report(make_sweep(tmp_path / "sweep"), n_boot=20)
+    pngs = sorted((report.parent / "figures").glob("*.png"))
+    assert len(pngs) >= 5 and all(png_size(p)[0] >= 400 for p in pngs)
+    assert matplotlib.get_backend() == "svg"
+    assert pyplot_forbidden.get_fignums() == []
