@@ -10,6 +10,8 @@
 ``plots`` <- ``fitting`` (the report draws its figures; the figures never import the report's module).
 """
 
+import warnings
+
 from initmem.bridge.fitting import BridgeReport, fit, summarize
 from initmem.bridge.measure import (
     BridgeDataError,
@@ -30,8 +32,6 @@ from initmem.bridge.predict import (
 def __getattr__(name: str):
     """``SweepError``: the deprecated name of :class:`BridgeDataError` (PEP 562)."""
     if name == "SweepError":
-        import warnings
-
         warnings.warn(
             "initmem.bridge.SweepError is deprecated: use initmem.bridge.BridgeDataError",
             DeprecationWarning,

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-# Load triton (through initmem.theory.kernels) before any test imports neural-tangents: with tensorflow
-# loaded first, torch.func's lazy triton import segfaults (see theory/kernels.py).
-import initmem.theory.kernels  # noqa: F401
+# Load triton (through initmem.theory.empirical_kernels) before any test imports neural-tangents: with
+# tensorflow loaded first, torch.func's lazy triton import segfaults (see theory/kernels.py).
+import initmem.theory.empirical_kernels  # noqa: F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
