@@ -37,7 +37,7 @@ from torch.func import functional_call, vmap
 
 from .config import RunConfig
 from .data import DataSplits, shared_splits
-from .runlog import RunFiles, RunResult
+from .runfolder import RunResult, read_start_step
 from .train import Divergence, Trainer, resolve_device, train
 
 #: Config fields in which packed runs may differ (everything else must be equal).
@@ -415,12 +415,7 @@ class PackMember(Trainer):
 
 def _start_step(config: RunConfig) -> int | None:
     """Where ``train(config)`` would start: None (finished), the step in ``last.pt``, or 0."""
-    files = RunFiles(config.out_dir)
-    if files.path("result.json").is_file():
-        return None
-    if files.path("last.pt").is_file():
-        return int(files.load_torch("last.pt")["trainer"]["step"])
-    return 0
+    return read_start_step(config.out_dir)
 
 
 def train_packed(

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 
-from initmem.cli import add_config_arguments
+from initmem.cli import SUBCOMMANDS, add_config_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train one network and write its run folder",
+        help=SUBCOMMANDS["train"],
         description="Train one run (docs/run-format.md). Fields not in the file or --set keep "
         "their defaults (see initmem.empirical.RunConfig).",
     )
