@@ -1,6 +1,6 @@
 """Everything that trains: data, BatchNorm ResNets, the training loop, sweeps, memory metrics, reports.
 
-``initmem.empirical.train(config)`` is the training function. The names below are loaded on first use
+``initmem.empirical.train(config)`` is the training function (module ``trainer``). The names below are loaded on first use
 (PEP 562), so ``import initmem.empirical`` and its light modules (``config``, ``sweep``, ``runfolder``)
 do not import torch; ``docs/architecture.md`` maps the modules.
 """
@@ -37,9 +37,9 @@ _HOMES = {
     "list_presets": "sweep",
     "run_sweep": "sweep",
     "sweep_status": "sweep",
-    "RunFolderError": "train",
-    "Trainer": "train",
-    "train": "train",
+    "RunFolderError": "trainer",
+    "Trainer": "trainer",
+    "train": "trainer",
 }
 
 __all__ = sorted(_HOMES, key=str.lower)

@@ -35,7 +35,7 @@ from .runfolder import (
 Outcome = dict[str, Any]
 
 #: The trainer a sweep calls on each run unless told otherwise (``module:function``).
-DEFAULT_TRAINER = "initmem.empirical.train:train"
+DEFAULT_TRAINER = "initmem.empirical.trainer:train"
 #: Trainer strings that name a function now found elsewhere: used when the string itself no longer
 #: resolves (sweep files and scripts written before the training loop's module was renamed).
 TRAINER_ALIASES = {"initmem.empirical.train:train": "initmem.empirical.trainer:train"}

@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--trainer",
         default=None,
         metavar="MODULE:FUNC",
-        help="training function taking a RunConfig (default: initmem.empirical.train:train)",
+        help="training function taking a RunConfig (default: initmem.empirical.trainer:train)",
     )
     run.add_argument(
         "--update",

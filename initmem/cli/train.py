@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Train the configured run; print its result. Returns 0 (completed or diverged) or 2 (bad input)."""
     from initmem.empirical.config import RunConfig
-    from initmem.empirical.train import train
+    from initmem.empirical.trainer import train
 
     overrides = list(args.overrides)
     if args.out is not None:

@@ -20,7 +20,7 @@ for argv in (["--help"], ["sweep", "status", sys.argv[1]]):
         code = exit.code
     assert code == 0, (argv, code)
 loaded = [m for m in sys.modules if m.startswith("initmem.cli.")]
-print(sorted(loaded), sorted(m for m in ("torch", "pandas", "initmem.empirical.train") if m in sys.modules))
+print(sorted(loaded), sorted(m for m in ("torch", "pandas", "initmem.empirical.trainer") if m in sys.modules))
 """
 
 

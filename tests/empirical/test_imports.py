@@ -21,7 +21,7 @@ RunConfig.from_dict({"alpha": 2.0}).hash
 runs = prepare_sweep(SweepSpec.from_toml(preset_text("demo")), sys.argv[1])
 status = sweep_status(sys.argv[1])
 assert status.total == len(runs) == 24 and status.pending == 24, status
-print(sorted(m for m in ("torch", "pandas", "matplotlib", "initmem.empirical.train") if m in sys.modules))
+print(sorted(m for m in ("torch", "pandas", "matplotlib", "initmem.empirical.trainer") if m in sys.modules))
 """
 
 PUBLIC = """

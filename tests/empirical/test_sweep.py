@@ -534,7 +534,7 @@ def test_cached_data_gives_the_numbers_of_a_fresh_run(tmp_path):
 
     from initmem.empirical import data as data_module
     from initmem.empirical.data import write_cifar10_fixture
-    from initmem.empirical.train import train
+    from initmem.empirical.trainer import train
 
     write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
     spec = SweepSpec.from_toml(TINY.format(data=tmp_path / "data"))
