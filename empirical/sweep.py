@@ -415,7 +415,7 @@ def prepare_sweep(
         entry["config"]["out_dir"] = str(run.run_dir(sweep_dir).resolve())
     manifest_path = sweep_dir / "manifest.json"
     if manifest_path.exists() and not update:
-        old = json.loads(manifest_path.read_text())
+        old = [{"hash": r.hash, "variant": r.variant} for r in read_manifest(sweep_dir)]
         if [(e["hash"], e["variant"]) for e in old] != [(r.hash, r.variant) for r in runs]:
             common = len({e["hash"] for e in old} & {r.hash for r in runs})
             raise SweepError(
@@ -430,14 +430,26 @@ def prepare_sweep(
 
 
 def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
-    """The runs of a sweep folder, in expansion order."""
+    """The runs of a sweep folder, in expansion order. A manifest that cannot be read raises
+    :class:`~initmem.empirical.runfolder.DamagedFileError` naming the fix (``--update``)."""
     path = Path(sweep_dir) / "manifest.json"
     if not path.is_file():
         raise SweepError(f"{sweep_dir} is not a sweep folder (no manifest.json)")
-    runs = []
-    for entry in json.loads(path.read_text()):
-        config = RunConfig.from_dict(entry["config"], validate=False)
-        runs.append(SweepRun(entry["hash"], entry["variant"], config))
+    try:
+        runs = []
+        for entry in json.loads(path.read_text()):
+            config = RunConfig.from_dict(entry["config"], validate=False)
+            runs.append(SweepRun(str(entry["hash"]), str(entry["variant"]), config))
+    except (ValueError, KeyError, TypeError) as err:  # cut short, overwritten, edited by hand
+        problem = " ".join(str(err).split()) or type(err).__name__
+        if isinstance(err, KeyError):
+            problem = f"an entry has no {err}"
+        raise runfolder.DamagedFileError(
+            path,
+            problem,
+            f"rewrite it with `initmem sweep run {Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} "
+            "--update` (finished runs are kept)",
+        ) from None
     return runs
 
 
@@ -453,6 +465,8 @@ class SweepStatus:
     pending: int
     resumable: int
     failures: tuple[tuple[str, str, str], ...] = ()  # (hash, variant, first line of error.txt)
+    damaged: int = 0  # runs whose result.json cannot be trusted (a sweep run trains them again)
+    damages: tuple[tuple[str, str, str], ...] = ()  # (hash, variant, what is wrong and the fix)
 
     @property
     def done(self) -> int:
@@ -462,12 +476,14 @@ class SweepStatus:
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self) | {"done": self.done}
         values["failures"] = [{"hash": h, "variant": v, "error": e} for h, v, e in self.failures]
+        values["damages"] = [{"hash": h, "variant": v, "damage": d} for h, v, d in self.damages]
         return values
 
     def summary(self) -> str:
         return (
             f"{self.done}/{self.total} done ({self.completed} completed, {self.diverged} diverged), "
-            f"{self.running} running, {self.failed} failed, {self.pending} pending"
+            + (f"{self.damaged} damaged, " if self.damaged else "")
+            + f"{self.running} running, {self.failed} failed, {self.pending} pending"
             + (f" ({self.resumable} with a checkpoint)" if self.resumable else "")
         )
 
@@ -476,7 +492,7 @@ def sweep_status(sweep_dir: str | Path) -> SweepStatus:
     """Count the run states of a sweep folder (reads result.json files and probes the locks)."""
     counts = dict.fromkeys(runfolder.RUN_STATES, 0)
     resumable = 0
-    failures = []
+    failures, damages = [], []
     for run in read_manifest(sweep_dir):
         run_dir = run.run_dir(sweep_dir)
         state = runfolder.run_state(run_dir)
@@ -485,8 +501,14 @@ def sweep_status(sweep_dir: str | Path) -> SweepStatus:
             resumable += 1
         if state == "failed":
             failures.append((run.hash, run.variant, runfolder.failure_message(run_dir)))
+        if state == "damaged":
+            damages.append((run.hash, run.variant, runfolder.damage(run_dir)))
     return SweepStatus(
-        total=sum(counts.values()), resumable=resumable, failures=tuple(failures), **counts
+        total=sum(counts.values()),
+        resumable=resumable,
+        failures=tuple(failures),
+        damages=tuple(damages),
+        **counts,
     )
 
 

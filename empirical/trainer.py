@@ -67,7 +67,14 @@ from .optim import (
     handles_decoupled_decay,
     set_lr,
 )
-from .runlog import RunFiles, RunResult, load_result
+from .runfolder import (
+    DamagedFileError,
+    RunFiles,
+    RunResult,
+    hold_run,
+    load_result,
+    read_result,
+)
 
 #: Optimizer steps between divergence checks (each check syncs with the device once).
 DIVERGENCE_CHECK_EVERY = 25
@@ -104,22 +111,38 @@ def train(
     sweep). ``download``: let torchvision fetch a missing data set (None: unless
     ``INITMEM_OFFLINE=1``). ``callback(record)`` is called after each evaluation and its checkpoint,
     e.g. to stop a run from outside by raising.
+
+    The run folder is owned by this process while it trains (:func:`runfolder.hold_run`): another
+    process training it raises :class:`~initmem.empirical.runfolder.RunBusyError`. Interrupted between
+    two epochs (KeyboardInterrupt: Ctrl-C, or SIGTERM / SIGUSR2 turned into one by ``initmem train``),
+    the run first checkpoints what it has not yet saved; interrupted inside an epoch it keeps its last
+    checkpoint. Either way the folder resumes.
     """
-    session = RunSession.begin(config, resume=resume, data=data, download=download)
-    if session.result is not None:  # finished before: returned as it is
-        return session.result
-    if session.at_init:
-        session.evaluate()  # no checkpoint yet: a run killed before its first one starts over
-    divergence = None
-    with session.running():  # the progress bar; cudnn autotuning on CUDA
-        while not session.done:
-            divergence = session.train_epoch()
-            if divergence is not None:
-                break
-            record = session.end_epoch()  # the evaluation and the checkpoint, when due
-            if record is not None and callback is not None:
-                callback(record)
-    return session.finish(divergence)
+    config.validate()
+    with hold_run(config.out_dir):
+        session = RunSession.begin(config, resume=resume, data=data, download=download)
+        if session.result is not None:  # finished before: returned as it is
+            return session.result
+        if session.at_init:
+            session.evaluate()  # no checkpoint yet: a run killed before its first one starts over
+        divergence = None
+        between_epochs = False  # the log and the trainer agree: a checkpoint may be taken
+        try:
+            with session.running():  # the progress bar; cudnn autotuning on CUDA
+                while not session.done:
+                    between_epochs = False
+                    divergence = session.train_epoch()
+                    if divergence is not None:
+                        break
+                    record = session.end_epoch()  # the evaluation and the checkpoint, when due
+                    between_epochs = True
+                    if record is not None and callback is not None:
+                        callback(record)
+        except KeyboardInterrupt:
+            if between_epochs and session.checkpointed_epoch != session.trainer.epoch:
+                session.checkpoint()
+            raise
+        return session.finish(divergence)
 
 
 # ==================================================================================== one run and its folder
@@ -142,6 +165,8 @@ class RunSession:
         self.result: RunResult | None = None
         self._started = started
         self._clock_offset = 0.0  # the wall time of the attempts before a resume
+        #: the epoch of the last checkpoint written or resumed from (None: none yet)
+        self.checkpointed_epoch: int | None = None
         self._bar: tqdm | None = None
 
     @classmethod
@@ -160,7 +185,7 @@ class RunSession:
         config.validate()
         files = RunFiles(config.out_dir)
         _check_run_folder(files, config, resume)
-        if files.path("result.json").is_file():
+        if read_result(files.dir, complete=True, discard_damaged=True) is not None:
             session = cls(config, files, None, time.perf_counter())
             session.result = load_result(config.out_dir)
             return session
@@ -179,6 +204,7 @@ class RunSession:
         if self.best.model_state is None:  # the best model was the checkpoint's own model
             self.best.model_state = _cpu_state(trainer.model)
         self._clock_offset = state["wall_time"]
+        self.checkpointed_epoch = trainer.epoch
         self.files.reopen(trainer.epoch, len(trainer.data.test))
         self.files.save_torch("best.pt", self.best.model_state)  # a kill may have left a later one
 
@@ -242,6 +268,7 @@ class RunSession:
             "hash": cfg.hash,
         }
         self.files.save_torch("last.pt", state)
+        self.checkpointed_epoch = trainer.epoch
 
     def _save_best(self) -> None:
         """best.pt, if a better model came since it was last written (written at checkpoints only: a
@@ -338,10 +365,19 @@ def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -
             f"{files.dir} holds a run of another config (hash {recorded}, this one {config.hash}); "
             f"choose another out_dir"
         )
-    if resume is False and files.holds_run():
+    if resume is False and files.holds_run() and not _finished(files):
         raise RunFolderError(
-            f"{files.dir} already holds a run; resume it (--resume) or choose another out_dir"
+            f"{files.dir} already holds an unfinished run; resume it (--resume) or choose another "
+            "out_dir"
         )
+
+
+def _finished(files: RunFiles) -> bool:
+    """Whether the folder holds a trusted result (a damaged one reads as unfinished)."""
+    try:
+        return read_result(files.dir) is not None
+    except DamagedFileError:
+        return False
 
 
 def _labels(split: ImageSplit) -> np.ndarray:

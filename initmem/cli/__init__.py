@@ -7,7 +7,9 @@ so ``initmem --help`` and ``initmem sweep status`` never load torch.
 
 Failures: :func:`main` runs every command under one wrapper. An expected failure (a bad config or sweep
 file, a damaged or missing file, an I/O or permission error) prints ``error: ...`` on one line to stderr
-and exits with status 2; Ctrl-C (SIGINT) prints ``interrupted; resume with: ...`` and exits with 130.
+and exits with status 2 (3 when another process is training the run folder); Ctrl-C (SIGINT) prints
+``interrupted; resume with: ...`` and exits with 130 (``initmem train`` treats SIGTERM and SIGUSR2
+alike: 143, 140). Warnings print as one line ``warning: ...`` each.
 The traceback is printed only with ``--debug`` (anywhere on the command line) or with the environment
 variable ``INITMEM_DEBUG=1``. An unexpected exception (a bug) keeps its traceback.
 """
@@ -15,12 +17,16 @@ variable ``INITMEM_DEBUG=1``. An unexpected exception (a bug) keeps its tracebac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pickle
 import shlex
+import signal
 import sys
 import traceback
+import warnings
+from collections.abc import Iterator
 
 from initmem import __version__
 
@@ -35,7 +41,11 @@ SUBCOMMANDS = {
 }
 #: Exit status of a bad input (arguments, config, sweep file, damaged or missing file, I/O error).
 EXIT_ERROR = 2
-#: Exit status after Ctrl-C (SIGINT): 128 + 2, as a shell reports a process killed by SIGINT.
+#: Exit status when the run folder is being trained by another process (``RunBusyError``).
+EXIT_BUSY = 3
+#: Exit status after Ctrl-C (SIGINT): 128 + 2, as a shell reports a process killed by SIGINT; a stop
+#: signal that a command turns into an interruption (``interrupt_on``) exits with 128 + its number:
+#: 143 for SIGTERM, 140 for SIGUSR2.
 EXIT_INTERRUPTED = 130
 #: Environment variable that turns on ``--debug`` (print the traceback of an error).
 DEBUG_ENV = "INITMEM_DEBUG"
@@ -89,18 +99,61 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     debug = args.debug or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
     try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+        with contextlib.nullcontext() if debug else _one_line_warnings():
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as err:
         if debug:
             traceback.print_exc()
         hint = getattr(args, "resume_hint", None)
         command = hint(args, argv) if hint is not None else argv
-        print(f"interrupted; resume with: {shlex.join(['initmem', *command])}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        signum = getattr(err, "signum", signal.SIGINT)
+        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        print(f"interrupted{by}; resume with: {shlex.join(['initmem', *command])}", file=sys.stderr)
+        return 128 + int(signum)
     except EXPECTED_ERRORS as err:
         if debug:
             traceback.print_exc()
-        return fail(describe_error(err))
+        return fail(describe_error(err), status=getattr(err, "exit_status", EXIT_ERROR))
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal (SIGTERM, SIGUSR2) delivered as a KeyboardInterrupt; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interrupt_on(*signums: int) -> Iterator[None]:
+    """Within the block, these signals stop the command as Ctrl-C does (raise :class:`Interrupted`):
+    how SLURM (SIGTERM) and submitit (SIGUSR2) preempt a job. The previous handlers come back after."""
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Warnings (e.g. a damaged run skipped) as ``warning: ...`` on one line of stderr, each once."""
+    seen: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        if text not in seen:
+            seen.add(text)
+            print(f"warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def describe_error(err: BaseException) -> str:
@@ -135,10 +188,10 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = Fa
     )
 
 
-def fail(message: str) -> int:
-    """Print a one-line error to stderr and return the exit status for bad input."""
+def fail(message: str, *, status: int = EXIT_ERROR) -> int:
+    """Print a one-line error to stderr and return ``status`` (default: the status for bad input)."""
     print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
-    return EXIT_ERROR
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -175,7 +175,7 @@ def status_command(args: argparse.Namespace) -> int:
         print()
         return 0
     print(f"{args.dir}: {status.total} runs")
-    for key in ("completed", "diverged", "running", "failed", "pending"):
+    for key in ("completed", "diverged", "damaged", "running", "failed", "pending"):
         extra = (
             f" ({status.resumable} with a checkpoint)"
             if key == "pending" and status.resumable
@@ -184,6 +184,8 @@ def status_command(args: argparse.Namespace) -> int:
         print(f"  {'done' if key == 'completed' else key:<9} {getattr(status, key)}{extra}")
     for hash_, variant, error in status.failures:
         print(f"  failed {hash_} ({variant}): {error}")
+    for hash_, variant, damage in status.damages:
+        print(f"  damaged {hash_} ({variant}): {damage}")
     return 0
 
 

@@ -2,16 +2,20 @@
 
     initmem train --config FILE [--set key=value ...] [--out DIR] [--resume] [--quiet]
 
-The config is validated before any work; a bad field, a missing data set or an occupied run folder is
-one line ``error: ...`` on stderr and exit status 2. A diverged run is a result, not an error (exit 0).
-Ctrl-C leaves a resumable folder and prints the command that resumes it (exit 130).
+The config is validated before any work; a bad field, a missing data set, a damaged file or a folder
+holding an unfinished run (without ``--resume``) is one line ``error: ...`` on stderr and exit status 2;
+a folder that another process is training is exit status 3 (the message names the process). A
+finished run is reported, not trained again. A diverged run is a result, not an error (exit 0).
+Ctrl-C, SIGTERM and SIGUSR2 (how SLURM and submitit preempt a job) stop the run, checkpointing what an
+epoch boundary allows, release the folder and print the command that resumes it (exit 130, 143, 140).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 
-from initmem.cli import SUBCOMMANDS, add_config_arguments
+from initmem.cli import SUBCOMMANDS, add_config_arguments, interrupt_on
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     if args.quiet:
         overrides.append("quiet=true")
     config = RunConfig.from_file(args.config, overrides)
-    result = train(config, resume=True if args.resume else False)
+    with interrupt_on(signal.SIGTERM, signal.SIGUSR2):  # preemption (SLURM, submitit) as Ctrl-C
+        result = train(config, resume=True if args.resume else False)
     print(result.summary())
     return 0
 

@@ -70,11 +70,16 @@ def test_train_writes_the_run_and_prints_its_result(parser, config_file, tmp_pat
     assert result["status"] == "completed" and result["epochs_run"] == 1
     assert config["alpha"] == 0.5 and config["out_dir"] == str(out) and config["quiet"] is True
 
-    # a second plain call refuses the occupied folder; --resume returns the finished run
+    # a plain rerun reports the finished run (nothing retrained), as does --resume
+    stamp = (out / "result.json").stat().st_mtime_ns
+    for again in (argv, [*argv, "--resume"]):
+        assert _run(parser, again) == 0
+        assert "completed after 1 epochs" in capsys.readouterr().out
+    assert (out / "result.json").stat().st_mtime_ns == stamp
+    # an unfinished run is refused without --resume
+    (out / "result.json").unlink()
     assert _run(parser, argv) == 2
-    assert "already holds a run" in capsys.readouterr().err
-    assert _run(parser, [*argv, "--resume"]) == 0
-    assert "completed after 1 epochs" in capsys.readouterr().out
+    assert "already holds an unfinished run; resume it (--resume)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,7 @@ def fake_train(config: RunConfig) -> dict:
 
     Appends ``start <step>`` and ``done`` to ``journal.txt``; checkpoints its step in ``last.pt``;
     raises for ``lr == 0.5``; kills its process for ``lr == 0.125``; reports ``diverged`` for ``alpha >= 100``; test accuracy 0.5 + seed/100
-    - |log2 alpha| / 10.
+    - |log2 alpha| / 10 (0 at least).
     """
     import math
 
@@ -83,7 +83,7 @@ def fake_train(config: RunConfig) -> dict:
     status = "diverged" if config.alpha >= 100 else "completed"
     result = {
         "status": status,
-        "test_acc": 0.5 + config.seed / 100 - abs(math.log2(config.alpha)) / 10,
+        "test_acc": max(0.0, 0.5 + config.seed / 100 - abs(math.log2(config.alpha)) / 10),
         "best_val_acc": 0.5,
         "final_train_acc": 1.0,
         "steps_run": step,

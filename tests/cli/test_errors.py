@@ -83,7 +83,7 @@ def test_interrupt_prints_how_to_resume(tmp_path, capsys, monkeypatch):
     def interrupted(config, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(importlib.import_module("initmem.empirical.train"), "train", interrupted)
+    monkeypatch.setattr(importlib.import_module("initmem.empirical.trainer"), "train", interrupted)
     monkeypatch.delenv("INITMEM_DEBUG", raising=False)
     out = tmp_path / "run"
     code = main(
