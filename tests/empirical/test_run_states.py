@@ -109,29 +109,40 @@ def test_damaged_result_is_listed_skipped_and_retrained(tmp_path, capsys, text):
     variant = runs.loc[runs["hash"] == run_dir.name, "variant"].item()
     assert spread.loc[variant, "n_runs"] == 5  # counted out, not as a completed run
 
-    assert main(["report", str(sweep), "--n-boot", "10", "--out", str(tmp_path / "r")]) == 0
-    err = capsys.readouterr().err
-    assert err.count(f"warning: skipping damaged run {run_dir.name}") == 1  # once, on one line
+    if text == "{}":  # the report (figures: a few seconds) once
+        assert main(["report", str(sweep), "--n-boot", "10", "--out", str(tmp_path / "r")]) == 0
+        err = capsys.readouterr().err
+        assert err.count(f"warning: skipping damaged run {run_dir.name}") == 1  # once, one line
+
+
+SMALL = """
+[base]
+dataset = "cifar10-fixture"
+batch_size = 4
+epochs = 3
+[grid]
+alpha = [0.5, 2.0]
+"""
 
 
 def test_sweep_run_trains_a_damaged_run_again(tmp_path):
-    sweep_file = write_sweep(tmp_path)
+    sweep_file = write_sweep(tmp_path, SMALL)
     out = tmp_path / "out"
-    run_sweep(sweep_file, out, trainer=FAKE, progress=False)
-    path = _damage(out, "{}", index=2)
+    run_sweep(sweep_file, out, trainer=FAKE, workers=1, progress=False)
+    path = _damage(out, "{}", index=1)
     assert sweep_status(out).damaged == 1
-    status = run_sweep(sweep_file, out, trainer=FAKE, progress=False)  # its worker warns
+    status = run_sweep(sweep_file, out, trainer=FAKE, workers=1, progress=False)  # its worker warns
     assert status.damaged == 0 and status.done == status.total
     assert json.loads(path.read_text())["status"] == "completed"
     assert journal(path.parent)[-1] == "done" and len(journal(path.parent)) == 4  # trained twice
 
 
 def test_damaged_manifest_says_to_update(tmp_path, capsys):
-    sweep_file = write_sweep(tmp_path)
+    sweep_file = write_sweep(tmp_path, SMALL)
     out = tmp_path / "out"
-    run_sweep(sweep_file, out, trainer=FAKE, progress=False)
+    run_sweep(sweep_file, out, trainer=FAKE, workers=1, progress=False)
     manifest = out / "manifest.json"
-    manifest.write_text(manifest.read_text()[:100])
+    manifest.write_text(manifest.read_text()[:60])
     for argv in (["sweep", "status", str(out)], ["report", str(out)]):
         assert main(argv) == 2
         err = capsys.readouterr().err
@@ -139,7 +150,7 @@ def test_damaged_manifest_says_to_update(tmp_path, capsys):
         assert f"initmem sweep run {out / 'sweep.toml'} --out {out} --update" in err
     args = ["sweep", "run", str(out / "sweep.toml"), "--out", str(out), "--update"]
     assert main([*args, "--trainer", FAKE, "--quiet"]) == 0
-    assert sweep_status(out).done == 9  # the runs already finished are kept
+    assert sweep_status(out).done == 2  # the runs already finished are kept
 
 
 # ------------------------------------------------------------------------------ one owner at a time
