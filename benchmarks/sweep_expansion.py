@@ -1,4 +1,4 @@
-"""Benchmark 7: expanding and validating a sweep of 10^6 runs, streamed vs as a list.
+"""Benchmark 8: expanding and validating a sweep of 10^6 runs, streamed vs as a list.
 
 ``SweepSpec.iter_runs`` yields one validated run at a time (what ``initmem sweep run --dry-run``
 consumes, counting runs per variant); ``SweepSpec.expand`` keeps them all in a list. Each side runs in

@@ -115,8 +115,8 @@ class RunBusyError(BlockingIOError):
     def __init__(self, run_dir: str | Path, holder: str):
         self.run_dir, self.holder = Path(run_dir), holder
         super().__init__(
-            f"{run_dir} is being trained by another process ({holder}); wait for it to finish "
-            "(`initmem sweep status` or the folder's .lock names it) or stop that process, then rerun"
+            f"{run_dir} is being trained by another process ({holder}); wait for it to finish or "
+            "stop that process, then rerun"
         )
 
 
