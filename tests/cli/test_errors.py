@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import textwrap
 
 import pytest
 
 from initmem.cli import EXIT_INTERRUPTED, describe_error, main
+from tests.empirical.test_sweep import FAKE, write_sweep
 
-FAKE = "tests.empirical.test_sweep:fake_train"
 SWEEP = """
 name = "errors"
 [base]
@@ -25,9 +24,7 @@ alpha = [0.5, 1.0]
 
 @pytest.fixture
 def sweep_file(tmp_path):
-    path = tmp_path / "sweep.toml"
-    path.write_text(textwrap.dedent(SWEEP))
-    return path
+    return write_sweep(tmp_path, SWEEP)
 
 
 def _one_error_line(err: str) -> str:
