@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .checks import check_data, check_momentum, check_number
 from .deep_linear import _check_weights, _check_xy, deep_linear_gradients
 from .linear import (
     _check_data,
@@ -29,12 +30,14 @@ from .linear import (
 
 __all__ = [
     "DeepLinearTrajectory",
+    "LogisticTrajectory",
     "Trajectory",
     "adam_null_space_forgetting",
     "measured_forgetting_step",
     "simulate_adam_least_squares",
     "simulate_deep_linear",
     "simulate_least_squares",
+    "simulate_logistic",
 ]
 
 
@@ -311,3 +314,64 @@ def simulate_deep_linear(
             recorded_steps.append(step)
             records.append([W.copy() for W in weights])
     return DeepLinearTrajectory(steps=np.array(recorded_steps), weights=records)
+
+
+# ---------------------------------------------------------------------------------------------
+# Logistic regression (initmem.theory.logistic's conventions)
+
+
+@dataclass(frozen=True)
+class LogisticTrajectory:
+    """Weights of parallel logistic-regression runs: ``weights[k, j]`` is run j after ``steps[k]``."""
+
+    steps: np.ndarray
+    weights: np.ndarray
+
+
+def simulate_logistic(
+    X: np.ndarray,
+    y: np.ndarray,
+    w0: np.ndarray,
+    lr: float,
+    record_steps,
+    *,
+    l2: float = 0.0,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+) -> LogisticTrajectory:
+    """Full-batch GD on the mean logistic loss from each row of ``w0`` ((d,) or (runs, d)).
+
+    Update (``torch.optim.SGD`` heavy ball, dampening 0; decoupled decay as AdamW):
+    g = -(1/n) Z^T sigma(-Z w) + l2 w, buf = momentum buf + g (buf = g at the first step),
+    w = (1 - lr weight_decay) w - lr buf. Recorded after each step count in ``record_steps``
+    (sorted integers >= 0; the run lasts until the last one). float64.
+    """
+    X, y = check_data(X, y)
+    if not np.all(np.abs(y) == 1.0):
+        raise ValueError("y must hold labels in {-1, +1}")
+    Z = y[:, None] * X
+    n, d = Z.shape
+    w = np.atleast_2d(np.asarray(w0, dtype=np.float64)).copy()
+    if w.shape[1] != d:
+        raise ValueError(f"w0 must have shape ({d},) or (runs, {d}), got {np.shape(w0)}")
+    lr = check_number("lr", lr, strict=True)
+    l2 = check_number("l2", l2)
+    momentum = check_momentum(momentum)
+    shrink = 1.0 - lr * check_number("weight_decay", weight_decay)
+    record = np.asarray(record_steps, dtype=np.int64)
+    if record.ndim != 1 or record.size == 0 or record[0] < 0 or np.any(np.diff(record) <= 0):
+        raise ValueError("record_steps must be a non-empty increasing sequence of integers >= 0")
+    out = np.empty((record.size, w.shape[0], d))
+    buf = np.zeros_like(w)
+    k = 0
+    for t in range(int(record[-1]) + 1):
+        while k < record.size and record[k] == t:
+            out[k] = w
+            k += 1
+        if t == record[-1]:
+            break
+        u = w @ Z.T
+        g = -(0.5 * (1.0 - np.tanh(0.5 * u))) @ Z / n + l2 * w
+        buf = g if t == 0 else momentum * buf + g
+        w = shrink * w - lr * buf
+    return LogisticTrajectory(steps=record, weights=out)
