@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .checks import check_integer, check_number
 from .linear import null_space_forgetting_time
 from .normalized import (
     DEFAULT_TOL,
     AdaptiveMeanField,
-    _check,
-    _check_optimizer,
+    check_optimizer,
+    decay_rate,
     grad_sq_unit_estimate,
     normalized_forgetting,
     sgd_norm_law,
@@ -80,18 +81,18 @@ class Pipeline:
     lr_multipliers: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        _check_optimizer(self.optimizer)
-        _check("lr", self.lr, strict=True)
-        _check("momentum", self.momentum, high=1.0)
-        _check("l2", self.l2)
-        _check("weight_decay", self.weight_decay)
-        _check("batch_size", self.batch_size, low=1.0)
-        _check("beta2", self.beta2, high=1.0)
+        check_optimizer(self.optimizer)
+        check_number("lr", self.lr, strict=True)
+        check_number("momentum", self.momentum, high=1.0)
+        check_number("l2", self.l2)
+        check_number("weight_decay", self.weight_decay)
+        check_integer("batch_size", self.batch_size)
+        check_number("beta2", self.beta2, high=1.0)
         for name in ("steps_per_epoch", "total_steps"):
             if getattr(self, name) is not None:
-                _check(name, getattr(self, name), low=1.0)
+                check_integer(name, getattr(self, name))
         if self.lr_multipliers is not None:
-            mults = _check("lr_multipliers", np.atleast_1d(self.lr_multipliers))
+            mults = check_number("lr_multipliers", np.atleast_1d(self.lr_multipliers))
             if self.total_steps is not None and len(mults) != self.total_steps:
                 raise ValueError(
                     f"lr_multipliers must have total_steps = {self.total_steps} entries "
@@ -192,6 +193,7 @@ def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
         init_sq_per_coord=init_sq_per_coord,
         grad_sq_unit=grad_sq,
         tol=tol,
+        lr_multipliers=pipeline.lr_multipliers,
     )
     sgd = pipeline.optimizer == "sgd"
     has_decay = pipeline.l2 > 0 or pipeline.weight_decay > 0
@@ -229,21 +231,36 @@ def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
 
 
 def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, float, str]:
-    """Null-space / non-BN weights: the init component shrinks only by decay (``linear`` module)."""
+    """Null-space / non-BN weights: the init component shrinks only by decay (``linear`` module).
+
+    With a schedule (``lr_multipliers``) the time is the first step at which the accumulated
+    e-folds sum_t -ln(1 - kappa_t) reach ``ln(|alpha - 1| / tol)``, kappa_t = lr_t (l2 / (1 - mu)
+    + wd) (``normalized.decay_rate``), ``inf`` if the run ends first.
+    """
     efolds = max(math.log(abs(alpha - 1.0) / tol), 0.0) if alpha != 1 else 0.0
     formula = "ln(|alpha-1|/tol) * e-fold time of (1 - lr (l2/(1-mu) + wd)) per step"
-    if pipeline.optimizer == "sgd":
+    sgd = pipeline.optimizer == "sgd"
+    if not sgd and pipeline.l2 > 0:
+        return True, math.nan, "no closed form: Adam-family with coupled L2 (simulate)"
+    acts = pipeline.l2 > 0 or pipeline.weight_decay > 0
+    if not sgd:
+        formula = "ln(|alpha-1|/tol) / -ln(1 - lr wd)"
+    if pipeline.lr_multipliers is not None:
+        momentum = pipeline.momentum if sgd else 0.0
+        kappa = decay_rate(pipeline.lrs, pipeline.l2, pipeline.weight_decay, momentum)
+        reached = np.cumsum(-np.log1p(-np.atleast_1d(kappa))) >= efolds
+        steps = float(np.argmax(reached) + 1) if efolds > 0 and reached.any() else math.inf
+        return acts, (0.0 if efolds == 0 else steps), formula + " (over the schedule)"
+    if sgd:
         e_fold = null_space_forgetting_time(
             pipeline.lr,
             weight_decay=pipeline.l2,
             momentum=pipeline.momentum,
             decoupled_weight_decay=pipeline.weight_decay,
         )
-        return pipeline.l2 > 0 or pipeline.weight_decay > 0, e_fold * efolds, formula
-    if pipeline.l2 > 0:
-        return True, math.nan, "no closed form: Adam-family with coupled L2 (simulate)"
+        return acts, e_fold * efolds, formula
     e_fold = null_space_forgetting_time(pipeline.lr, decoupled_weight_decay=pipeline.weight_decay)
-    return pipeline.weight_decay > 0, e_fold * efolds, "ln(|alpha-1|/tol) / -ln(1 - lr wd)"
+    return acts, e_fold * efolds, formula
 
 
 _FORMULAS = {
@@ -275,8 +292,8 @@ def predict_forgetting(
     :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: forgetting threshold on
     ``|ln eff_lr ratio|``. Returns a :class:`ForgettingReport`.
     """
-    _check("alpha", alpha, strict=True)
-    fan_ins = [int(_check("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
+    check_number("alpha", alpha, strict=True)
+    fan_ins = [int(check_number("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
     if not fan_ins:
         raise ValueError("fan_ins must name at least one BN-followed conv")
     grad_sq = grad_sq_unit_estimate(pipeline.batch_size, grad_sq_unit, per_example_grad_sq_unit)

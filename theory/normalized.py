@@ -92,12 +92,15 @@ steps_per_epoch).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from .normalized_sim import OPTIMIZERS
+from .checks import check_number
 
+#: Optimizers the laws cover (``RunConfig.optimizer``'s names); the simulators import this.
+OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 #: Default memory tolerance: |ln(eff_lr(alpha) / eff_lr(1))| <= 0.1 counts as forgotten.
 DEFAULT_TOL = 0.1
 #: Placeholder for the per-example trace of the gradient covariance at unit filter norm, used when
@@ -105,19 +108,8 @@ DEFAULT_TOL = 0.1
 DEFAULT_PER_EXAMPLE_GRAD_SQ_UNIT = 1.0
 
 
-# ------------------------------------------------------------------------------------ argument checks
-def _check(name: str, value, *, low: float = 0.0, strict: bool = False, high: float = math.inf):
-    """Float array (or float) with every entry finite and in [low, high) (or (low, high))."""
-    arr = np.asarray(value, dtype=np.float64)
-    bad = ~np.isfinite(arr) | (arr <= low if strict else arr < low) | (arr >= high)
-    if np.any(bad):
-        rel = ">" if strict else ">="
-        upper = f" and < {high}" if high < math.inf else ""
-        raise ValueError(f"{name} must be finite, {rel} {low}{upper} (got {value!r})")
-    return float(arr) if arr.ndim == 0 else arr
-
-
-def _check_optimizer(optimizer: str) -> str:
+def check_optimizer(optimizer: str) -> str:
+    """One of :data:`OPTIMIZERS` (ValueError naming the allowed values otherwise)."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} (got {optimizer!r})")
     return optimizer
@@ -131,9 +123,9 @@ def norm_sq_after_step(norm_sq, w_dot_update, update_norm_sq, lr, decay_factor=1
     for decoupled decay). Holds for any optimizer whose step has this form (SGD, momentum with u the
     new buffer, Adam/AdamW/RMSprop with u their normalized update). Arrays broadcast.
     """
-    _check("norm_sq", norm_sq)
-    _check("update_norm_sq", update_norm_sq)
-    _check("lr", lr, strict=True)
+    check_number("norm_sq", norm_sq)
+    check_number("update_norm_sq", update_norm_sq)
+    check_number("lr", lr, strict=True)
     c = np.asarray(decay_factor, dtype=np.float64)
     return c * c * norm_sq - 2.0 * c * lr * np.asarray(w_dot_update) + lr * lr * update_norm_sq
 
@@ -146,8 +138,8 @@ def sgd_norm_sq_after_step(norm_sq, grad_norm_sq, lr, l2=0.0, weight_decay=0.0, 
     ``|w'|^2 = (1 - lr lambda)^2 |w|^2 + lr^2 |g|^2`` with ``|g|^2 = |g_hat|^2 / |w|^2``.
     ``grad_norm_sq`` is the loss gradient only (without the L2 term).
     """
-    _check("l2", l2)
-    _check("weight_decay", weight_decay)
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
     a = 1.0 - lr * (l2 + weight_decay)
     return norm_sq_after_step(norm_sq, w_dot_grad, grad_norm_sq, lr, a)
 
@@ -178,11 +170,11 @@ def momentum_state_after_step(
     ``<buf, g>`` and ``<w, g>`` (0 for a scale-invariant weight). torch's first step sets
     ``buf = g + l2 w``: start from a zero buffer.
     """
-    _check("momentum", momentum, high=1.0)
-    _check("l2", l2)
-    _check("weight_decay", weight_decay)
-    _check("lr", lr, strict=True)
-    _check("grad_norm_sq", grad_norm_sq)
+    check_number("momentum", momentum, high=1.0)
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
+    check_number("lr", lr, strict=True)
+    check_number("grad_norm_sq", grad_norm_sq)
     c = 1.0 - lr * weight_decay
     x, wb, bb = state.norm_sq, state.w_dot_buf, state.buf_norm_sq
     w_dot_new = momentum * wb + w_dot_grad + l2 * x
@@ -206,8 +198,8 @@ def effective_lr(lr, momentum=0.0, optimizer="sgd"):
 
     (Adam's ``(1 - beta1)`` in the first moment already cancels the ``1 / (1 - beta1)`` of the sum.)
     """
-    _check_optimizer(optimizer)
-    _check("momentum", momentum, high=1.0)
+    check_optimizer(optimizer)
+    check_number("momentum", momentum, high=1.0)
     return lr if optimizer in ("adam", "adamw") else lr / (1.0 - momentum)
 
 
@@ -217,10 +209,10 @@ def decay_rate(lr, l2=0.0, weight_decay=0.0, momentum=0.0):
     Coupled L2 enters the momentum buffer and is summed over 1 / (1 - mu) steps; decoupled decay is
     applied to w directly. Raises ValueError if ``kappa >= 1`` (an unstable step size for the decay).
     """
-    _check("lr", lr, strict=True)
-    _check("l2", l2)
-    _check("weight_decay", weight_decay)
-    _check("momentum", momentum, high=1.0)
+    check_number("lr", lr, strict=np.ndim(lr) == 0)  # a schedule may hold steps with lr 0
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
+    check_number("momentum", momentum, high=1.0)
     kappa = np.asarray(lr) * (np.asarray(l2) / (1.0 - momentum) + np.asarray(weight_decay))
     if np.any(kappa >= 1.0):
         raise ValueError(
@@ -237,9 +229,9 @@ def sgd_norm4_after_steps(init_norm_sq, lr, grad_sq_unit_sum, momentum=0.0):
     second order in the effective step); mean field for mu > 0 (gradients uncorrelated across steps).
     ``grad_sq_unit_sum``: the sum over the T steps of |g_hat_t|^2 (gradient at unit norm, no L2).
     """
-    _check("init_norm_sq", init_norm_sq, strict=True)
-    _check("grad_sq_unit_sum", grad_sq_unit_sum)
-    eta = effective_lr(_check("lr", lr, strict=True), momentum)
+    check_number("init_norm_sq", init_norm_sq, strict=True)
+    check_number("grad_sq_unit_sum", grad_sq_unit_sum)
+    eta = effective_lr(check_number("lr", lr, strict=True), momentum)
     return np.asarray(init_norm_sq) ** 2 + 2.0 * eta**2 * np.asarray(grad_sq_unit_sum)
 
 
@@ -250,7 +242,7 @@ def sgd_equilibrium_norm_sq(lr, grad_sq_unit, l2=0.0, weight_decay=0.0, momentum
     exact fixed point of ``x' = a^2 x + lr^2 G / x``: ``x*^2 = lr G / (l2 (2 - lr l2))``, about
     ``lr G / (2 l2)``. ``G``: mean |g_hat|^2 per step. ``inf`` without decay.
     """
-    _check("grad_sq_unit", grad_sq_unit)
+    check_number("grad_sq_unit", grad_sq_unit)
     kappa = decay_rate(lr, l2, weight_decay, momentum)
     if kappa == 0:
         return math.inf
@@ -277,10 +269,10 @@ def adaptive_norm_sq_after_steps(init_norm_sq, lr, numel, steps, momentum=0.0, u
     mean square per coordinate of the normalized update (1 by the module docstring's derivation).
     Independent of the gradient's size and of beta1.
     """
-    _check("init_norm_sq", init_norm_sq, strict=True)
-    _check("numel", numel, low=1.0)
-    _check("steps", steps)
-    eta = _check("lr", lr, strict=True) / (1.0 - _check("momentum", momentum, high=1.0))
+    check_number("init_norm_sq", init_norm_sq, strict=True)
+    check_number("numel", numel, low=1.0)
+    check_number("steps", steps)
+    eta = check_number("lr", lr, strict=True) / (1.0 - check_number("momentum", momentum, high=1.0))
     return np.asarray(init_norm_sq) + update_sq * eta**2 * numel * np.asarray(steps, dtype=float)
 
 
@@ -290,7 +282,7 @@ def adamw_equilibrium_norm_sq(lr, weight_decay, numel, update_sq=1.0):
     About ``rho lr d / (2 weight_decay)``; ``inf`` without decay. d = ``numel`` coordinates.
     """
     kappa = decay_rate(lr, 0.0, weight_decay)
-    _check("numel", numel, low=1.0)
+    check_number("numel", numel, low=1.0)
     if kappa == 0:
         return math.inf
     return update_sq * lr**2 * numel / (1.0 - (1.0 - kappa) ** 2)
@@ -356,15 +348,15 @@ class NormLaw:
 
     def norm_sq(self, steps, init_norm_sq):
         """``|w_T|^2`` at ``steps`` (scalar or array) from ``|w_0|^2 = init_norm_sq``."""
-        _check("init_norm_sq", init_norm_sq, strict=True)
+        check_number("init_norm_sq", init_norm_sq, strict=True)
         log_z0 = self.power * np.log(init_norm_sq)
         log_z = self._log_contraction(steps) + np.logaddexp(log_z0, self._log_injected(steps))
         return np.exp(log_z / self.power)
 
     def log_ratio(self, steps, alpha, init_norm_sq):
         """Memory ``m_T = ln(|w_T(alpha)|^2 / |w_T(1)|^2)`` at ``steps``; ``2 ln alpha`` at T = 0."""
-        _check("alpha", alpha, strict=True)
-        _check("init_norm_sq", init_norm_sq, strict=True)
+        check_number("alpha", alpha, strict=True)
+        check_number("init_norm_sq", init_norm_sq, strict=True)
         p = self.power
         log_z0 = p * np.log(init_norm_sq)
         log_s = self._log_injected(steps)
@@ -379,9 +371,9 @@ class NormLaw:
         (the continuous solution of the recursion). Schedule: the first integer step reaching it,
         ``inf`` if the schedule ends first.
         """
-        _check("alpha", alpha, strict=True)
-        _check("init_norm_sq", init_norm_sq, strict=True)
-        _check("tol", tol, strict=True)
+        check_number("alpha", alpha, strict=True)
+        check_number("init_norm_sq", init_norm_sq, strict=True)
+        check_number("tol", tol, strict=True)
         p = self.power
         if abs(2.0 * math.log(alpha)) <= tol:
             return 0.0
@@ -415,7 +407,7 @@ def sgd_norm_law(lr, grad_sq_unit, *, momentum=0.0, l2=0.0, weight_decay=0.0) ->
     ``eta = lr / (1 - mu)``, ``a = 1 - kappa`` (:func:`decay_rate`), ``G = grad_sq_unit`` the mean
     |g_hat|^2 per step. Exact recursion (up to ``lr^4 G^2 / y``) for mu = 0; mean field for mu > 0.
     """
-    _check("grad_sq_unit", grad_sq_unit)
+    check_number("grad_sq_unit", grad_sq_unit)
     kappa = decay_rate(lr, l2, weight_decay, momentum)
     eta = effective_lr(lr, momentum)
     a = 1.0 - kappa
@@ -436,8 +428,8 @@ def adaptive_norm_law(lr, numel, *, momentum=0.0, weight_decay=0.0, update_sq=1.
     """
     kappa = decay_rate(lr, 0.0, weight_decay)
     eta = effective_lr(lr, momentum, "rmsprop")
-    _check("numel", numel, low=1.0)
-    _check("update_sq", update_sq, strict=True)
+    check_number("numel", numel, low=1.0)
+    check_number("update_sq", update_sq, strict=True)
     return NormLaw(
         power=1,
         contraction=(1.0 - kappa) ** 2,
@@ -487,18 +479,18 @@ class AdaptiveMeanField:
     lr_multipliers: np.ndarray | None = None
 
     def __post_init__(self):
-        if _check_optimizer(self.optimizer) == "sgd":
+        if check_optimizer(self.optimizer) == "sgd":
             raise ValueError("optimizer must be one of ['adam', 'adamw', 'rmsprop'] (got 'sgd')")
-        _check("lr", self.lr, strict=True)
-        _check("numel", self.numel, low=1.0)
-        _check("beta2", self.beta2, high=1.0)
-        _check("momentum", self.momentum, high=1.0)
-        _check("l2", self.l2)
-        _check("grad_sq_unit", self.grad_sq_unit, strict=self.l2 > 0)
+        check_number("lr", self.lr, strict=True)
+        check_number("numel", self.numel, low=1.0)
+        check_number("beta2", self.beta2, high=1.0)
+        check_number("momentum", self.momentum, high=1.0)
+        check_number("l2", self.l2)
+        check_number("grad_sq_unit", self.grad_sq_unit, strict=self.l2 > 0)
         peak = self.lr * (1.0 if self.lr_multipliers is None else np.max(self.lr_multipliers))
         decay_rate(peak, 0.0, self.weight_decay)
         if self.lr_multipliers is not None:
-            _check("lr_multipliers", self.lr_multipliers)
+            check_number("lr_multipliers", self.lr_multipliers)
 
     @property
     def _eta_scale(self) -> float:
@@ -606,9 +598,9 @@ class AdaptiveMeanField:
         """
         from scipy.integrate import solve_ivp
 
-        _check("alpha", alpha, strict=True)
-        _check("init_norm_sq", init_norm_sq, strict=True)
-        _check("tol", tol, strict=True)
+        check_number("alpha", alpha, strict=True)
+        check_number("init_norm_sq", init_norm_sq, strict=True)
+        check_number("tol", tol, strict=True)
         if abs(2.0 * math.log(alpha)) <= tol:
             return 0.0
         xs, y = self._discrete([alpha**2 * init_norm_sq, init_norm_sq])
@@ -679,6 +671,28 @@ class NormalizedForgetting:
     law: NormLaw | None
 
 
+#: Above this effective step ``eta^2 G / |w|^4`` the SGD law's dropped ``lr^4 G^2 / |w|^4`` term is
+#: no longer small: the closed form can be off by a factor of 2-4 (normalized_forgetting warns).
+SGD_SMALL_STEP_LIMIT = 0.3
+
+
+class LargeStepWarning(RuntimeWarning):
+    """The SGD norm law is used outside its small-step regime (``eta^2 G / |w|^4 > 0.3``)."""
+
+
+def _warn_large_sgd_step(lr, momentum, grad_sq_unit, norm_sq):
+    eta = lr / (1.0 - momentum)
+    step = eta * eta * grad_sq_unit / norm_sq**2
+    if step > SGD_SMALL_STEP_LIMIT:
+        warnings.warn(
+            f"effective SGD step (lr / (1 - momentum))^2 G / |w_0|^4 = {step:.3g} exceeds "
+            f"{SGD_SMALL_STEP_LIMIT}: the |w|^4 law drops a term of this relative size, so its "
+            "forgetting time can be off by a factor of 2-4; simulate (normalized_sim) instead",
+            LargeStepWarning,
+            stacklevel=3,
+        )
+
+
 def grad_sq_unit_estimate(batch_size, grad_sq_unit=None, per_example_grad_sq_unit=None) -> float:
     """|g_hat|^2 per step: ``grad_sq_unit`` if given, else ``per_example / batch_size``.
 
@@ -688,14 +702,14 @@ def grad_sq_unit_estimate(batch_size, grad_sq_unit=None, per_example_grad_sq_uni
     filter ``grad_norm^2 * weight_norm^2 / out_channels^2`` from ``layers`` in ``log.jsonl``).
     """
     if grad_sq_unit is not None:
-        return _check("grad_sq_unit", grad_sq_unit)
+        return check_number("grad_sq_unit", grad_sq_unit)
     per_example = (
         DEFAULT_PER_EXAMPLE_GRAD_SQ_UNIT
         if per_example_grad_sq_unit is None
         else per_example_grad_sq_unit
     )
-    _check("per_example_grad_sq_unit", per_example)
-    return per_example / _check("batch_size", batch_size, low=1.0)
+    check_number("per_example_grad_sq_unit", per_example)
+    return per_example / check_number("batch_size", batch_size, low=1.0)
 
 
 def normalized_forgetting(
@@ -734,22 +748,26 @@ def normalized_forgetting(
     the schedule that reaches it, ``inf`` if none. ``relaxation_steps`` and ``equilibrium_norm_sq``
     are for the constant ``lr``. Units: steps; epochs when ``steps_per_epoch`` is given.
     """
-    _check_optimizer(optimizer)
-    _check("alpha", alpha, strict=True)
-    _check("fan_in", fan_in, low=1.0)
-    _check("lr", lr, strict=True)
-    _check("l2", l2)
-    _check("weight_decay", weight_decay)
+    check_optimizer(optimizer)
+    check_number("alpha", alpha, strict=True)
+    check_number("fan_in", fan_in, low=1.0)
+    check_number("lr", lr, strict=True)
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
     init_sq = 1.0 / (3.0 * fan_in) if init_sq_per_coord is None else init_sq_per_coord
-    init_norm_sq = fan_in * _check("init_sq_per_coord", init_sq, strict=True)
+    init_norm_sq = fan_in * check_number("init_sq_per_coord", init_sq, strict=True)
     if steps_per_epoch is not None:
-        _check("steps_per_epoch", steps_per_epoch, low=1.0)
+        check_number("steps_per_epoch", steps_per_epoch, low=1.0)
     mults = (
-        None if lr_multipliers is None else _check("lr_multipliers", np.atleast_1d(lr_multipliers))
+        None
+        if lr_multipliers is None
+        else check_number("lr_multipliers", np.atleast_1d(lr_multipliers))
     )
     grad_sq = grad_sq_unit_estimate(batch_size, grad_sq_unit, per_example_grad_sq_unit)
 
     if optimizer == "sgd":
+        peak = lr * (1.0 if mults is None else float(np.max(mults)))
+        _warn_large_sgd_step(peak, momentum, grad_sq, min(alpha**2, 1.0) * init_norm_sq)
         law = sgd_norm_law(lr, grad_sq, momentum=momentum, l2=l2, weight_decay=weight_decay)
         relaxation, equilibrium = law.relaxation_steps(), law.equilibrium_norm_sq()
         if mults is not None:
@@ -794,13 +812,17 @@ __all__ = [
     "AdaptiveMeanField",
     "DEFAULT_PER_EXAMPLE_GRAD_SQ_UNIT",
     "DEFAULT_TOL",
+    "LargeStepWarning",
     "MomentumNormState",
     "NormLaw",
     "NormalizedForgetting",
+    "OPTIMIZERS",
+    "SGD_SMALL_STEP_LIMIT",
     "adamw_equilibrium_norm_sq",
     "adamw_relaxation_steps",
     "adaptive_norm_law",
     "adaptive_norm_sq_after_steps",
+    "check_optimizer",
     "decay_rate",
     "effective_lr",
     "grad_sq_unit_estimate",

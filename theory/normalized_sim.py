@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
+from .normalized import OPTIMIZERS, check_optimizer
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,7 @@ def simulate_norms(
     smoothing constant; RMSprop uses ``momentum``; Adam-family ignore it). ``lr_multipliers``: the
     schedule, one factor per step (multiplying ``lr`` and so the decoupled decay). Units: steps.
     """
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} (got {optimizer!r})")
+    check_optimizer(optimizer)
     for name, value in (("lr", lr), ("init_norm_sq", init_norm_sq)):
         if not value > 0:
             raise ValueError(f"{name} must be > 0 (got {value})")

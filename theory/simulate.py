@@ -17,16 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .checks import check_data, check_momentum, check_number
-from .deep_linear import _check_weights, _check_xy, deep_linear_gradients
-from .linear import (
-    _check_data,
-    _check_momentum,
-    _check_nonnegative,
-    _check_positive,
-    _check_steps,
-    null_space_projector,
-)
+from .checks import check_data, check_momentum, check_number, check_steps
+from .deep_linear import check_weights, check_xy, deep_linear_gradients
+from .linear import null_space_projector
 
 __all__ = [
     "DeepLinearTrajectory",
@@ -70,12 +63,12 @@ def _check_batch_size(batch_size: int | None, n: int) -> int | None:
 
 
 def _check_run(lr: float, steps: int, record_every: int) -> tuple[float, int, int]:
-    steps_checked = _check_steps(steps)
+    steps_checked = check_steps(steps)
     if steps_checked == np.inf:
         raise ValueError("steps must be finite for a simulation")
     if isinstance(record_every, bool) or int(record_every) != record_every or record_every < 1:
         raise ValueError(f"record_every must be an integer >= 1, got {record_every!r}")
-    return _check_positive("lr", lr), steps_checked, int(record_every)
+    return check_number("lr", lr, strict=True), steps_checked, int(record_every)
 
 
 def _is_recorded(step: int, steps: int, record_every: int) -> bool:
@@ -96,7 +89,7 @@ def _least_squares_gradient(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.n
 
 
 def _check_least_squares(X, y, w0):
-    X, y = _check_data(X, y)
+    X, y = check_data(X, y)
     w0 = np.asarray(w0, dtype=np.float64)
     if w0.shape != (X.shape[1],):
         raise ValueError(f"w0 must have shape ({X.shape[1]},) to match X, got {w0.shape}")
@@ -130,9 +123,9 @@ def simulate_least_squares(
     X, y, w = _check_least_squares(X, y, w0)
     lr, steps, record_every = _check_run(lr, steps, record_every)
     batch_size = _check_batch_size(batch_size, X.shape[0])
-    weight_decay = _check_nonnegative("weight_decay", weight_decay)
-    momentum = _check_momentum(momentum)
-    decay = 1.0 - lr * _check_nonnegative("decoupled_weight_decay", decoupled_weight_decay)
+    weight_decay = check_number("weight_decay", weight_decay)
+    momentum = check_momentum(momentum)
+    decay = 1.0 - lr * check_number("decoupled_weight_decay", decoupled_weight_decay)
     buf = np.zeros_like(w)
     recorded_steps, records = [0], [w.copy()]
     for step, rows in enumerate(_batches(X.shape[0], batch_size, steps, seed), start=1):
@@ -173,8 +166,8 @@ def simulate_adam_least_squares(
     beta1, beta2 = (float(b) for b in betas)
     if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
         raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
-    eps = _check_positive("eps", eps)
-    decay = 1.0 - lr * _check_nonnegative("decoupled_weight_decay", decoupled_weight_decay)
+    eps = check_number("eps", eps, strict=True)
+    decay = 1.0 - lr * check_number("decoupled_weight_decay", decoupled_weight_decay)
     m = np.zeros_like(w)
     v = np.zeros_like(w)
     recorded_steps, records = [0], [w.copy()]
@@ -257,7 +250,7 @@ def adam_null_space_forgetting(
         raise ValueError("w0_draw has no component in the null space of X: nothing to forget")
     rows = []
     for alpha in np.atleast_1d(np.asarray(alphas, dtype=np.float64)):
-        alpha = _check_positive("alphas", alpha)
+        alpha = check_number("alphas", alpha, strict=True)
         w0 = alpha * w0_draw
         sign_speed = np.linalg.norm(projector @ np.sign(_least_squares_gradient(X, y, w0)))
         for lr in np.atleast_1d(np.asarray(lrs, dtype=np.float64)):
@@ -301,11 +294,11 @@ def simulate_deep_linear(
     Conventions of ``initmem.theory.deep_linear`` (loss |X W^T - Y|_F^2 / (2n), W_l of shape
     (d_l, d_(l-1))); minibatch gradients average over the batch's examples.
     """
-    weights = [W.copy() for W in _check_weights(weights)]
-    X, Y = _check_xy(weights, X, Y)
+    weights = [W.copy() for W in check_weights(weights)]
+    X, Y = check_xy(weights, X, Y)
     lr, steps, record_every = _check_run(lr, steps, record_every)
     batch_size = _check_batch_size(batch_size, X.shape[0])
-    shrink = 1.0 - lr * _check_nonnegative("weight_decay", weight_decay)
+    shrink = 1.0 - lr * check_number("weight_decay", weight_decay)
     recorded_steps, records = [0], [[W.copy() for W in weights]]
     for step, rows in enumerate(_batches(X.shape[0], batch_size, steps, seed), start=1):
         grads = deep_linear_gradients(weights, X[rows], Y[rows])

@@ -161,3 +161,58 @@ def test_report_is_strict_json():
 def test_bad_inputs_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_reported_times_follow_the_schedule():
+    # Cosine + warmup, SGD lr 1e-2, L2 1e-2, alpha 3: the times once ignored the schedule (23,087
+    # steps, the constant-lr value) while memory_left and normalized_forgetting used it (never).
+    from initmem.theory.normalized import normalized_forgetting
+
+    total, per_epoch = 3000, 100
+    mults = lr_multipliers(total, per_epoch, "cosine", warmup_epochs=2)
+    pipeline = Pipeline(
+        lr=1e-2, l2=1e-2, steps_per_epoch=per_epoch, total_steps=total, lr_multipliers=mults
+    )
+    report = predict_forgetting(pipeline, 3.0)
+    expected = normalized_forgetting(3.0, lr=1e-2, l2=1e-2, fan_in=576, lr_multipliers=mults)
+    assert report.steps == expected.steps == math.inf
+    assert row(report, "pipeline").epochs == math.inf
+    constant = predict_forgetting(Pipeline(lr=1e-2, l2=1e-2), 3.0)
+    assert 1e4 < constant.steps < math.inf
+    # A constant schedule long enough: the first whole step at or after the constant-lr time.
+    long = int(max(constant.steps, row(constant, "linear_decay").steps)) + 10
+    flat = Pipeline(lr=1e-2, l2=1e-2, total_steps=long, lr_multipliers=np.ones(long))
+    assert predict_forgetting(flat, 3.0).steps == math.ceil(constant.steps)
+    linear_row = row(predict_forgetting(flat, 3.0), "linear_decay")
+    assert linear_row.steps == pytest.approx(row(constant, "linear_decay").steps, abs=1.0)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_zero_multiplier_is_a_step_that_does_nothing(optimizer):
+    ones = np.ones(400)
+    with_zero = np.concatenate([ones[:100], [0.0], ones[100:]])
+    kwargs = dict(optimizer=optimizer, lr=0.05, l2=0.01 if optimizer == "sgd" else 0.0)
+    base = predict_forgetting(
+        Pipeline(total_steps=400, lr_multipliers=ones, **kwargs), 2.0, **GROUP
+    )
+    zero = predict_forgetting(
+        Pipeline(total_steps=401, lr_multipliers=with_zero, **kwargs), 2.0, **GROUP
+    )
+    left = row(zero, "pipeline").memory_left
+    assert left == pytest.approx(
+        row(base, "pipeline").memory_left, rel=1e-6 if optimizer == "sgd" else 0.05
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"batch_size": 1.5}, "batch_size"),
+        ({"steps_per_epoch": 2.5}, "steps_per_epoch"),
+        ({"total_steps": 0}, "total_steps"),
+        ({"lr_multipliers": []}, "lr_multipliers"),
+    ],
+)
+def test_pipeline_rejects_non_integer_sizes(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        Pipeline(**kwargs)

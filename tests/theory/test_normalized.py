@@ -6,6 +6,7 @@ float64 trained by the real ``torch.optim`` optimizers.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -477,3 +478,15 @@ def test_normalized_forgetting_defaults():
 def test_bad_inputs_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_large_effective_sgd_step_warns():
+    # eta^2 G / |w_0|^4 = 0.5^2 * 4 / 1 = 1 > 0.3: outside the law's small-step regime.
+    with pytest.warns(nz.LargeStepWarning, match="effective SGD step"):
+        nz.normalized_forgetting(2.0, lr=0.5, fan_in=10, init_sq_per_coord=0.1, grad_sq_unit=4.0)
+    # alpha < 1 shrinks |w_0|: 0.05^2 * 4 / 0.5^4 = 0.16 stays quiet, alpha = 0.25 warns.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nz.LargeStepWarning)
+        nz.normalized_forgetting(0.5, lr=0.05, fan_in=10, init_sq_per_coord=0.1, grad_sq_unit=4.0)
+    with pytest.warns(nz.LargeStepWarning):
+        nz.normalized_forgetting(0.25, lr=0.05, fan_in=10, init_sq_per_coord=0.1, grad_sq_unit=4.0)
