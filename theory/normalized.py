@@ -70,6 +70,66 @@ Laws (mean field: the per-step |g_hat|^2 replaced by a constant G; the proofs ar
   noise and decay; no closed form. :class:`AdaptiveMeanField` integrates the mean-field ODE of
   (|w|^2, v) (Gaussian coordinates), which also covers the lag of v that the laws above neglect.
 
+Angular update at equilibrium (4)
+---------------------------------
+The angle a step turns the weight by, ``theta_t = angle(w_t, w_{t+1})``, is the effective learning
+rate as the network sees it. At the norm's equilibrium the injection balances the decay. SGD
+without momentum: ``|w'|^2 = a^2 |w|^2 + lr^2 |g|^2`` at ``|w'| = |w|`` gives
+``lr^2 |g|^2 / |w|^2 = 1 - a^2``, and the step ``a w - lr g`` (``g`` orthogonal to ``w``) turns by
+``tan theta = lr |g| / (a |w|) = sqrt(1 - a^2) / a``, i.e. exactly ``theta* = arccos(a)``,
+``a = 1 - lr (l2 + wd)``: ``theta* ~ sqrt(2 lr lambda)``. Heavy ball (mean field, gradients
+uncorrelated across steps, as for the norm law): ``E |buf|^2 = |g|^2 / (1 - mu^2)`` and the
+equilibrium ``|w|^4 = eta^2 G / (1 - (1 - kappa)^2) ~ eta^2 G / (2 kappa)`` (eta = lr / (1 - mu),
+kappa = lr (l2 / (1 - mu) + wd)) give ``theta*^2 = lr^2 |buf|^2 / |w|^2``, so
+
+    theta*^2 = 2 lr (l2 + (1 - mu) wd) / (1 + mu)        (small lr lambda; derived here),        (4)
+
+which is ``2 lr l2 / (1 + mu)`` with coupled L2 (Wan et al. 2021; Kosson et al. 2024) and
+``2 lr wd (1 - mu) / (1 + mu)`` with decoupled decay on SGD (derived here: the decay does not enter
+the buffer, so momentum lowers the equilibrium angle by a further 1 - mu). AdamW: the norm's injection is ``lr^2 d`` per step whatever |w|, so ``x* ~ lr d / (2 wd)``;
+the first moment ``m = (1 - beta1) sum_k beta1^k g`` moves each step by only
+``|m|^2 = d (1 - beta1) / (1 + beta1)`` (successive steps are correlated), so
+``theta*^2 = 2 lr wd (1 - beta1) / (1 + beta1)``: ``2 lr wd`` at beta1 = 0 (exactly
+``arccos(1 - lr wd)`` in the same mean field), 0.053 times that at torch's beta1 = 0.9. RMSprop with
+momentum mu: ``2 lr wd (1 - mu) / (1 + mu)`` as SGD. Adam / RMSprop with coupled L2: the equilibrium depends on the gradient's scale
+through v (Kosson et al. 2024): no closed form here. :func:`equilibrium_angular_update`,
+:func:`angular_update` (measured).
+
+Where these laws sit in the literature (each agrees / differs as stated)
+------------------------------------------------------------------------
+* van Laarhoven 2017, "L2 Regularization versus Batch and Weight Normalization": with normalization
+  L2 has no regularizing effect; it only rescales the effective learning rate ``lr / |w|^2``, and
+  the norm settles where decay and gradient growth cancel. Agrees with (1)-(2) and the SGD + L2
+  equilibrium; this module adds the exact one-step identity, that the equilibrium does not depend
+  on alpha, and the relaxation time ``-1 / (4 ln(1 - kappa))`` of ``|w|^4``.
+* Hoffer et al. 2018, "Norm matters: efficient and accurate normalization schemes in deep networks":
+  the effective step of a normalized weight is ``lr / |w|^2`` and weight decay acts by controlling
+  it; they fix the norm instead (bounded weight normalization). Agrees on the effective learning
+  rate; differs in that this module derives how the norm (so alpha's memory) evolves rather than
+  removing it.
+* Li and Arora 2019 (ICLR 2020), "An exponential learning rate schedule for deep learning": GD with
+  weight decay (and momentum) on scale-invariant losses equals GD without decay under an
+  exponentially growing learning rate, ``(1 - lr lambda)^{-2t}`` without momentum. Agrees exactly
+  with the contraction factor ``a^2`` per step of ``|w|^2`` in (2): rescaling w by ``a`` is the same
+  as multiplying the next steps' lr by ``a^{-2}``.
+* Li, Lyu and Arora 2020 (NeurIPS), "Reconciling modern deep learning with traditional optimization
+  analyses: the intrinsic learning rate": the dynamics depend on ``lr * lambda`` (the intrinsic
+  learning rate) and their Fast Equilibrium Conjecture says equilibrium comes in O(1 / (lr lambda))
+  steps. Agrees: the relaxation time of the norm is ``1 / (4 lr lambda)`` steps (``(1 - mu) /
+  (4 lr l2)`` with momentum) and the angle (4) depends only on ``lr lambda`` and mu. Differs in
+  scope: their equilibrium is of the direction's distribution (it can mix more slowly); here only
+  the norm and the angle's mean, in a mean field where gradients are uncorrelated across steps.
+* Wan et al. 2021 (NeurIPS), "Spherical motion dynamics": SGD with momentum and (coupled) weight
+  decay reaches an angular update ``sqrt(2 lr lambda / (1 + mu))`` per step. Agrees with (4) at
+  wd = 0 (same mean-field assumptions); (4) adds decoupled decay.
+* Kosson et al. 2024 (ICML), "Rotational equilibrium": expected equilibrium angular update per
+  neuron ``sqrt(2 lr lambda / (1 + mu))`` for SGD with momentum and, for AdamW,
+  ``sqrt(2 lr lambda (1 - beta1) / (1 + beta1))``, in a random-walk model (often quoted as
+  ``sqrt(2 lr lambda)``, its beta1 = 0 value); Adam + L2 unbalanced. Agrees with (4) and the AdamW
+  case, checked against simulation at beta1 = 0 and 0.9 (the factor (1 - beta1) / (1 + beta1)
+  is 0.053 at torch's default: the plain ``sqrt(2 lr lambda)`` would overstate the angle 4.4x);
+  their per-neuron grouping is this module's per-filter group.
+
 Forgetting of alpha
 -------------------
 Every case above is ``z_{t+1} = q_t z_t + D_t`` for ``z = |w|^(2p)`` (p = 2 SGD, p = 1 adaptive), so
@@ -292,6 +352,58 @@ def adamw_relaxation_steps(lr, weight_decay):
     """Time constant of |w|^2 -> AdamW's equilibrium: ``-1 / (2 ln(1 - lr wd)) ~ 1 / (2 lr wd)`` steps."""
     kappa = decay_rate(lr, 0.0, weight_decay)
     return math.inf if kappa == 0 else -1.0 / (2.0 * math.log1p(-kappa))
+
+
+# --------------------------------------------------------------------- angular update (4)
+def angular_update(w_before, w_after):
+    """Angle (radians) between ``w_before`` and ``w_after`` along the last axis: what a step turned.
+
+    ``arctan2(|w x w'|, <w, w'>)`` with ``|w x w'|^2 = |w|^2 |w'|^2 - <w, w'>^2``: accurate for
+    small angles, where ``arccos`` of the cosine loses half the digits. Rows broadcast.
+    """
+    a = np.asarray(w_before, dtype=np.float64)
+    b = np.asarray(w_after, dtype=np.float64)
+    dot = np.sum(a * b, axis=-1)
+    diff = b - a
+    # |a x b|^2 = |a|^2 |b - a|^2 - <a, b - a>^2 (cancellation-free for b close to a)
+    cross_sq = (
+        np.sum(a * a, axis=-1) * np.sum(diff * diff, axis=-1) - np.sum(a * diff, axis=-1) ** 2
+    )
+    return np.arctan2(np.sqrt(np.maximum(cross_sq, 0.0)), dot)
+
+
+def equilibrium_angular_update(
+    lr, optimizer="sgd", momentum=0.0, l2=0.0, weight_decay=0.0, beta1=0.9
+):
+    """Angle per step at the norm's equilibrium, radians: (4) of the module docstring.
+
+    SGD (heavy ball): ``sqrt(2 lr (l2 + (1 - mu) wd) / (1 + mu))``, exactly ``arccos(1 - lr (l2 +
+    wd))`` without momentum. AdamW / Adam with decoupled ``weight_decay`` only:
+    ``sqrt(2 lr wd (1 - beta1) / (1 + beta1))`` (``arccos(1 - lr wd)`` at beta1 = 0, the
+    ``sqrt(2 lr wd)`` usually quoted); RMSprop with decoupled decay and momentum mu:
+    ``sqrt(2 lr wd (1 - mu) / (1 + mu))``. Adam-family with coupled ``l2``: NaN (no closed form:
+    the angle depends on the gradient's scale). 0 without decay (the norm grows forever and the
+    angle tends to 0). Assumptions: mean field (gradients uncorrelated across steps), small
+    ``lr * lambda``. Citations and where they agree: module docstring.
+    """
+    check_optimizer(optimizer)
+    lr = check_number("lr", lr, strict=True)
+    momentum = check_number("momentum", momentum, high=1.0)
+    l2 = check_number("l2", l2)
+    weight_decay = check_number("weight_decay", weight_decay)
+    beta1 = check_number("beta1", beta1, high=1.0)
+    decay_rate(lr, l2, weight_decay, momentum)  # stability of the decay
+    if optimizer != "sgd" and l2 > 0:
+        return math.nan
+    if optimizer in ("adam", "adamw"):
+        # m = (1 - b1) sum_k b1^k g: the norm's injection is lr^2 d (weights sum to 1), but each
+        # step moves only |m|^2 = (1 - b1) / (1 + b1) d of it: the angle shrinks by that factor.
+        if beta1 == 0.0:
+            return math.acos(1.0 - lr * weight_decay)
+        return math.sqrt(2.0 * lr * weight_decay * (1.0 - beta1) / (1.0 + beta1))
+    if momentum == 0.0:
+        return math.acos(1.0 - lr * (l2 + weight_decay))
+    return math.sqrt(2.0 * lr * (l2 + (1.0 - momentum) * weight_decay) / (1.0 + momentum))
 
 
 # -------------------------------------------------------------------------------- the norm law
@@ -822,9 +934,11 @@ __all__ = [
     "adamw_relaxation_steps",
     "adaptive_norm_law",
     "adaptive_norm_sq_after_steps",
+    "angular_update",
     "check_optimizer",
     "decay_rate",
     "effective_lr",
+    "equilibrium_angular_update",
     "grad_sq_unit_estimate",
     "momentum_state_after_step",
     "norm_sq_after_step",

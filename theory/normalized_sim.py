@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .normalized import OPTIMIZERS, check_optimizer
+from .normalized import OPTIMIZERS, angular_update, check_optimizer
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,16 @@ class NormTrajectory:
 
     ``steps`` (n_records,) optimizer steps done; ``alphas`` (n_alpha,); ``norm_sq`` (n_alpha,
     n_records) ``|w_t|^2``; ``grad_sq_unit_sum`` (n_alpha, n_records) the running sum over steps
-    ``s < t`` of ``|g_hat_s|^2 = |g_s|^2 |w_s|^2`` (the loss gradient at unit norm, without L2).
+    ``s < t`` of ``|g_hat_s|^2 = |g_s|^2 |w_s|^2`` (the loss gradient at unit norm, without L2);
+    ``angular_update`` (n_alpha, n_records) the running sum over steps ``s < t`` of the angle
+    ``angle(w_s, w_{s+1})`` in radians (:func:`~initmem.theory.normalized.angular_update`).
     """
 
     steps: np.ndarray
     alphas: np.ndarray
     norm_sq: np.ndarray
     grad_sq_unit_sum: np.ndarray
+    angular_update: np.ndarray | None = None
 
     def log_ratio(self, reference: int = 0) -> np.ndarray:
         """``ln(|w_t(alpha)|^2 / |w_t(alpha_ref)|^2)`` for every run (row ``reference`` is the reference)."""
@@ -145,9 +148,11 @@ def simulate_norms(
     sq = np.zeros_like(w)
     beta1, beta2 = betas
     grad_sq_unit_sum = np.zeros(rows)
+    angle_sum = np.zeros(rows)
     records = [0]
     norms = [np.sum(w * w, axis=1)]
     sums = [grad_sq_unit_sum.copy()]
+    angles = [angle_sum.copy()]
     for t in range(1, steps + 1):
         _, g = loss.loss_and_grad(w, loss.draw_noise(rng, rows), a)
         norm_sq = np.sum(w * w, axis=1)
@@ -168,16 +173,20 @@ def simulate_norms(
             if momentum:
                 buf = momentum * buf + update
                 update = buf
-        w = (1.0 - lr_t * weight_decay) * w - lr_t * update
+        w_new = (1.0 - lr_t * weight_decay) * w - lr_t * update
+        angle_sum += angular_update(w, w_new)
+        w = w_new
         if t % record_every == 0 or t == steps:
             records.append(t)
             norms.append(np.sum(w * w, axis=1))
             sums.append(grad_sq_unit_sum.copy())
+            angles.append(angle_sum.copy())
     return NormTrajectory(
         steps=np.asarray(records),
         alphas=alphas,
         norm_sq=np.stack(norms, axis=1),
         grad_sq_unit_sum=np.stack(sums, axis=1),
+        angular_update=np.stack(angles, axis=1),
     )
 
 
