@@ -24,12 +24,14 @@ from .linear import null_space_projector
 __all__ = [
     "DeepLinearTrajectory",
     "LogisticTrajectory",
+    "LogitScaleTrajectory",
     "Trajectory",
     "adam_null_space_forgetting",
     "measured_forgetting_step",
     "simulate_adam_least_squares",
     "simulate_deep_linear",
     "simulate_least_squares",
+    "simulate_logit_scale",
     "simulate_logistic",
 ]
 
@@ -368,3 +370,83 @@ def simulate_logistic(
         buf = g if t == 0 else momentum * buf + g
         w = shrink * w - lr * buf
     return LogisticTrajectory(steps=record, weights=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# A softmax head on fixed normalized features (initmem.theory.logit_scale's conventions)
+
+
+@dataclass(frozen=True)
+class LogitScaleTrajectory:
+    """``scale[k]``: RMS logit after ``steps[k]`` steps; ``balance[k]``: |W_j|^2 - gamma_j^2 (p,)."""
+
+    steps: np.ndarray
+    scale: np.ndarray
+    balance: np.ndarray
+
+
+def simulate_logit_scale(
+    features: np.ndarray,
+    labels: np.ndarray,
+    classes: int,
+    alpha: float,
+    lr: float,
+    steps: int,
+    *,
+    optimizer: str = "sgd",
+    l2: float = 0.0,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
+    both: bool = True,
+    seed: int = 0,
+    record_every: int = 10,
+) -> LogitScaleTrajectory:
+    """Full-batch training of z_i = W (gamma * phi_i) (no BN bias) by mean softmax cross-entropy.
+
+    Init: W ~ alpha U(-1, 1) / sqrt(p) (torch's default Linear init, times alpha) and gamma = alpha
+    (``both``) or 1 (head only). ``optimizer``: "sgd" (heavy ball), "adam" or "adamw" (numpy copies
+    of torch's rules; ``l2`` coupled, ``weight_decay`` decoupled for every optimizer). float64.
+    """
+    phi = np.asarray(features, dtype=np.float64)
+    labels = np.asarray(labels)
+    n, p = phi.shape
+    check_number("alpha", alpha, strict=True)
+    lr = check_number("lr", lr, strict=True)
+    if optimizer not in ("sgd", "adam", "adamw"):
+        raise ValueError(f"optimizer must be one of ['sgd', 'adam', 'adamw'] (got {optimizer!r})")
+    rng = np.random.default_rng(seed)
+    W = alpha * rng.uniform(-1.0, 1.0, (classes, p)) / math.sqrt(p)
+    gamma = np.full(p, alpha if both else 1.0)
+    onehot = np.eye(classes)[labels]
+    params, bufs = [W, gamma], [np.zeros_like(W), np.zeros_like(gamma)]
+    sqs = [np.zeros_like(W), np.zeros_like(gamma)]
+    beta1, beta2 = betas
+    records, scales, balances = [], [], []
+    for t in range(steps + 1):
+        W, gamma = params
+        z = (phi * gamma) @ W.T
+        if t % record_every == 0 or t == steps:
+            records.append(t)
+            scales.append(math.sqrt(float(np.mean(z * z))))
+            balances.append(np.sum(W * W, axis=0) - gamma * gamma)
+        if t == steps:
+            break
+        prob = np.exp(z - z.max(axis=1, keepdims=True))
+        prob /= prob.sum(axis=1, keepdims=True)
+        delta = (prob - onehot) / n
+        grads = [delta.T @ (phi * gamma), np.sum((delta @ W) * phi, axis=0)]
+        for i in range(2):
+            g = grads[i] + l2 * params[i]
+            if optimizer == "sgd":
+                bufs[i] = g if t == 0 else momentum * bufs[i] + g
+                update = bufs[i]
+            else:
+                bufs[i] = beta1 * bufs[i] + (1 - beta1) * g
+                sqs[i] = beta2 * sqs[i] + (1 - beta2) * g * g
+                m_hat = bufs[i] / (1 - beta1 ** (t + 1))
+                update = m_hat / (np.sqrt(sqs[i] / (1 - beta2 ** (t + 1))) + 1e-8)
+            params[i] = (1.0 - lr * weight_decay) * params[i] - lr * update
+    return LogitScaleTrajectory(
+        steps=np.asarray(records), scale=np.asarray(scales), balance=np.asarray(balances)
+    )
