@@ -22,6 +22,13 @@ shortest time. This is the right comparison: with constant rates the pipeline's 
 ``ln(1 + T_noise / tau) * tau`` (tau the decay's time scale, T_noise the drift's), which is about
 T_noise when ``T_noise < tau`` and about ``tau ln(T_noise / tau)`` when decay is faster.
 
+Parameter groups under cross-entropy (``ForgettingReport.groups``, :data:`GROUPS`): the BN-followed
+conv weights (the ``pipeline`` row), the head x last-BN-gain pair whose product is the logit scale
+(:mod:`initmem.theory.logit_scale`: kept without decay, model (4) with SGD + decay, no prediction
+for Adam-family), the other weights' null-space component (``linear_decay``) and the inner BN
+affine (an explicit "no prediction" row). The groups with a prediction are ranked by their time;
+``forgets_last`` names the slowest (ties: the first in :data:`GROUPS` order).
+
 Units: optimizer steps, and epochs (steps / steps_per_epoch) when the pipeline knows its epoch
 length. Forgetting means ``|ln(eff_lr(alpha) / eff_lr(1))| <= tol`` for the BN weights.
 """
@@ -36,6 +43,7 @@ import pandas as pd
 
 from .checks import check_integer, check_number
 from .linear import null_space_forgetting_time
+from .logit_scale import decay_per_step, required_log_contraction
 from .normalized import (
     DEFAULT_TOL,
     AdaptiveMeanField,
@@ -57,6 +65,8 @@ MECHANISMS = (
 )
 #: Mechanisms that compete for "dominant".
 COMPETING = ("sgd_noise", "explicit_decay", "adaptive")
+#: Parameter groups of a BatchNorm network trained with cross-entropy, as ``ForgettingReport.groups``.
+GROUPS = ("bn_conv_weights", "head_logit_scale", "non_bn_weights", "inner_bn_affine")
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,10 @@ class ForgettingReport:
     ``formula``. ``layers``: the same per BN-conv fan-in. ``dominant``: the fastest competing
     mechanism (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: the
     run's :func:`~initmem.theory.schedule.accumulated_regularization` (None without a length).
+    ``groups``: one row per parameter group (:data:`GROUPS`) with columns ``group``,
+    ``prediction`` (False: an explicit "no prediction" row), ``steps``, ``epochs``, ``rank`` (1 =
+    forgets first among the groups with a prediction; NaN without one) and ``formula`` (or the
+    reason there is none). ``forgets_last``: the predicted group that forgets last.
     """
 
     alpha: float
@@ -130,6 +144,8 @@ class ForgettingReport:
     epochs: float | None
     accumulated: dict | None
     assumptions: dict
+    groups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    forgets_last: str = "none"
 
     def to_dict(self) -> dict:
         """JSON-ready: ``inf`` becomes the string ``"inf"`` and NaN becomes None."""
@@ -155,6 +171,8 @@ class ForgettingReport:
             if self.accumulated is None
             else {k: clean(v) for k, v in self.accumulated.items()},
             "assumptions": {k: clean(v) for k, v in self.assumptions.items()},
+            "groups": [{k: clean(v) for k, v in r.items()} for r in self.groups.to_dict("records")],
+            "forgets_last": self.forgets_last,
         }
 
 
@@ -263,6 +281,62 @@ def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, flo
     return acts, e_fold * efolds, formula
 
 
+def _head_row(pipeline: Pipeline, alpha: float, tol: float, logit_scales, both: bool):
+    """The head x last-BN-gain pair (:mod:`initmem.theory.logit_scale`): (prediction, steps, formula)."""
+    if pipeline.optimizer != "sgd":
+        return (
+            False,
+            math.nan,
+            "no prediction: Adam-family keeps the logit scale's alpha far longer than its decay "
+            "implies (logit_scale module docstring)",
+        )
+    if pipeline.l2 == 0 and pipeline.weight_decay == 0:
+        return True, math.inf, "kept: gradient flow conserves the balance |W_j|^2 - gamma_j^2"
+    init_scale, equilibrium = logit_scales
+    needed = required_log_contraction(
+        alpha, init_scale=init_scale, equilibrium_scale=equilibrium, both=both, tol=tol
+    )
+    formula = (
+        "-ln u / (-2 ln(1 - kappa)), model (4) of logit_scale"
+        if equilibrium is not None
+        else "ln(|alpha^k - 1| / tol) / (-2 ln(1 - kappa)) (decay-only bound)"
+    )
+    momentum = pipeline.momentum
+    if pipeline.lr_multipliers is None:
+        kappa = decay_per_step(pipeline.lr, pipeline.l2, pipeline.weight_decay, momentum)
+        return True, needed / (-2.0 * math.log1p(-kappa)), formula
+    kappa = decay_rate(pipeline.lrs, pipeline.l2, pipeline.weight_decay, momentum)
+    reached = np.cumsum(-2.0 * np.log1p(-np.atleast_1d(kappa))) >= needed
+    return True, float(np.argmax(reached) + 1) if reached.any() else math.inf, formula
+
+
+def _group_table(pipeline, alpha, tol, bn_steps, linear, logit_scales, both):
+    """``ForgettingReport.groups`` and the group that forgets last (module docstring of report)."""
+    head_pred, head_steps, head_formula = _head_row(pipeline, alpha, tol, logit_scales, both)
+    linear_acts, linear_steps, linear_formula = linear
+    rows = [
+        ("bn_conv_weights", True, bn_steps, "the pipeline row (effective learning rate lr/|w|^2)"),
+        ("head_logit_scale", head_pred, head_steps, head_formula),
+        ("non_bn_weights", not math.isnan(linear_steps), linear_steps, linear_formula),
+        (
+            "inner_bn_affine",
+            False,
+            math.nan,
+            "no prediction: inner BN gains/biases are neither scale-invariant nor a head pair "
+            "(no closed form; their memory stays near 1 in the demo's runs)",
+        ),
+    ]
+    table = pd.DataFrame(rows, columns=["group", "prediction", "steps", "formula"])
+    table.loc[~table.prediction, "steps"] = math.nan
+    per_epoch = pipeline.steps_per_epoch
+    table.insert(3, "epochs", table.steps / per_epoch if per_epoch else math.nan)
+    ranked = table.steps.where(table.prediction).rank(method="min")
+    table.insert(4, "rank", ranked)
+    predicted = table[table.prediction]
+    last = "none" if predicted.empty else str(predicted.loc[predicted.steps.idxmax()].group)
+    return table[["group", "prediction", "steps", "epochs", "rank", "formula"]], last
+
+
 _FORMULAS = {
     "gradient_flow": "d|w|^2/dt = -2 <w, g> = 0",
     "sgd_noise": "|w|^4_T = |w|^4_0 + 2 (lr/(1-mu))^2 sum |g_hat|^2",
@@ -280,6 +354,9 @@ def predict_forgetting(
     grad_sq_unit: float | None = None,
     per_example_grad_sq_unit: float | None = None,
     tol: float = DEFAULT_TOL,
+    logit_scale: float | None = None,
+    equilibrium_logit_scale: float | None = None,
+    head_and_bn_scaled: bool = True,
 ) -> ForgettingReport:
     """Predicted forgetting time of init scale ``alpha`` (vs 1) for every mechanism of ``pipeline``.
 
@@ -291,6 +368,12 @@ def predict_forgetting(
     batch_size`` (a placeholder of 1 per example unless given, see
     :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: forgetting threshold on
     ``|ln eff_lr ratio|``. Returns a :class:`ForgettingReport`.
+
+    Cross-entropy groups (``ForgettingReport.groups``): the head x last-BN-gain pair forgets by
+    :mod:`~initmem.theory.logit_scale`'s model (4) with ``logit_scale`` (RMS logit at alpha = 1 at
+    init) and ``equilibrium_logit_scale`` (where the run settles; without it the decay-only
+    bound); ``head_and_bn_scaled``: alpha scales both (logits ~ alpha^2) or the head only. The
+    inner BN affine has no prediction (an explicit row); the others are ranked.
     """
     check_number("alpha", alpha, strict=True)
     fan_ins = [int(check_number("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
@@ -360,7 +443,18 @@ def predict_forgetting(
         "init_sq_per_coord": "1 / (3 fan_in)" if init_sq_per_coord is None else init_sq_per_coord,
         "fan_ins": ",".join(str(f) for f in fan_ins),
     }
+    groups, forgets_last = _group_table(
+        pipeline,
+        alpha,
+        tol,
+        overall.steps,
+        (linear_acts, linear_steps, linear_formula),
+        (1.0 if logit_scale is None else logit_scale, equilibrium_logit_scale),
+        head_and_bn_scaled,
+    )
     return ForgettingReport(
+        groups=groups,
+        forgets_last=forgets_last,
         alpha=float(alpha),
         table=table,
         layers=layers,
@@ -372,4 +466,11 @@ def predict_forgetting(
     )
 
 
-__all__ = ["COMPETING", "MECHANISMS", "ForgettingReport", "Pipeline", "predict_forgetting"]
+__all__ = [
+    "COMPETING",
+    "GROUPS",
+    "MECHANISMS",
+    "ForgettingReport",
+    "Pipeline",
+    "predict_forgetting",
+]

@@ -81,6 +81,7 @@ __all__ = [
     "balance_forgetting_steps",
     "decay_per_step",
     "logit_scale_forgetting_steps",
+    "required_log_contraction",
 ]
 
 
@@ -134,6 +135,29 @@ def balance_forgetting_steps(lr, l2=0.0, weight_decay=0.0, momentum=0.0) -> floa
     return math.inf if kappa == 0 else -1.0 / (2.0 * math.log1p(-kappa))
 
 
+def required_log_contraction(
+    alpha, *, init_scale=1.0, equilibrium_scale=None, both=True, tol=0.1
+) -> float:
+    """-ln u: how far (in e-folds of q = (1 - kappa)^2) the init's logits must shrink, model (4).
+
+    u solves (alpha^k s_0 u + s* (1 - u)) = r (s_0 u + s* (1 - u)), r = exp(+-tol); without s*
+    (``equilibrium_scale=None``) the decay-only bound ln(|alpha^k - 1| / tol). 0 when alpha^k is
+    within ``tol`` of 1. Lr-free: divide by -ln q per step (or accumulate it over a schedule).
+    """
+    alpha = check_number("alpha", alpha, strict=True)
+    tol = check_number("tol", tol, strict=True)
+    s0 = check_number("init_scale", init_scale, strict=True)
+    start = alpha ** (2 if both else 1)
+    if abs(math.log(start)) <= tol:
+        return 0.0
+    if equilibrium_scale is None:
+        return math.log(abs(start - 1.0) / tol)
+    s_eq = check_number("equilibrium_scale", equilibrium_scale, strict=True)
+    r = math.exp(math.copysign(tol, start - 1.0))
+    u = (r - 1.0) * s_eq / (s0 * (start - r) + (r - 1.0) * s_eq)
+    return max(-math.log(u), 0.0)
+
+
 def logit_scale_forgetting_steps(
     alpha,
     lr,
@@ -154,21 +178,12 @@ def logit_scale_forgetting_steps(
     or the head only (k = 1). ``inf`` without decay (the balance and, for practical horizons, the
     logit scale keep alpha: module docstring). Regime: alpha >= 4, 15% (module docstring).
     """
-    alpha = check_number("alpha", alpha, strict=True)
-    tol = check_number("tol", tol, strict=True)
-    s0 = check_number("init_scale", init_scale, strict=True)
-    k = 2 if both else 1
+    needed = required_log_contraction(
+        alpha, init_scale=init_scale, equilibrium_scale=equilibrium_scale, both=both, tol=tol
+    )
     kappa = decay_per_step(lr, l2, weight_decay, momentum)
-    start = alpha**k
-    if abs(math.log(start)) <= tol:
+    if needed == 0.0:
         return 0.0
     if kappa == 0:
         return math.inf
-    per_step = -2.0 * math.log1p(-kappa)  # -ln q
-    if equilibrium_scale is None:
-        return math.log(abs(start - 1.0) / tol) / per_step
-    s_eq = check_number("equilibrium_scale", equilibrium_scale, strict=True)
-    r = math.exp(math.copysign(tol, start - 1.0))
-    # (start s0 u + s* (1 - u)) = r (s0 u + s* (1 - u))  =>  u = (r - 1) s* / (s0 (start - r) + (r - 1) s*)
-    u = (r - 1.0) * s_eq / (s0 * (start - r) + (r - 1.0) * s_eq)
-    return max(-math.log(u) / per_step, 0.0)
+    return needed / (-2.0 * math.log1p(-kappa))

@@ -216,3 +216,44 @@ def test_a_zero_multiplier_is_a_step_that_does_nothing(optimizer):
 def test_pipeline_rejects_non_integer_sizes(kwargs, name):
     with pytest.raises(ValueError, match=name):
         Pipeline(**kwargs)
+
+
+def test_groups_rank_the_predicted_and_mark_the_rest():
+    from initmem.theory import logit_scale
+
+    sgd = Pipeline(lr=2e-2, momentum=0.9, l2=1e-2, batch_size=32, steps_per_epoch=31)
+    report = predict_forgetting(sgd, 4.0, fan_ins=[72, 144])
+    groups = report.groups.set_index("group")
+    assert list(groups.index) == [
+        "bn_conv_weights",
+        "head_logit_scale",
+        "non_bn_weights",
+        "inner_bn_affine",
+    ]
+    assert not groups.loc["inner_bn_affine"].prediction
+    assert math.isnan(groups.loc["inner_bn_affine"].steps) and math.isnan(
+        groups.loc["inner_bn_affine"]["rank"]
+    )
+    assert "no prediction" in groups.loc["inner_bn_affine"].formula
+    head = logit_scale.logit_scale_forgetting_steps(4.0, 2e-2, l2=1e-2, momentum=0.9)
+    assert groups.loc["head_logit_scale"].steps == pytest.approx(head, rel=1e-12)
+    assert groups.loc["bn_conv_weights"].steps == report.steps
+    predicted = groups[groups.prediction]
+    assert sorted(predicted["rank"]) == [1.0, 2.0, 3.0]
+    assert report.forgets_last == predicted.steps.idxmax()
+    assert groups.loc["head_logit_scale"].epochs == pytest.approx(head / 31)
+    # With the logit scales measured: model (4), shorter than the decay-only bound.
+    measured = predict_forgetting(sgd, 4.0, logit_scale=0.6, equilibrium_logit_scale=2.6)
+    modelled = logit_scale.logit_scale_forgetting_steps(
+        4.0, 2e-2, l2=1e-2, momentum=0.9, init_scale=0.6, equilibrium_scale=2.6
+    )
+    assert measured.groups.set_index("group").loc["head_logit_scale"].steps == pytest.approx(
+        modelled
+    )
+    assert modelled < head
+    # Adam: the head has no prediction; SGD without decay keeps it (inf).
+    adam = predict_forgetting(Pipeline(optimizer="adam", lr=1e-3), 4.0).groups.set_index("group")
+    assert not adam.loc["head_logit_scale"].prediction
+    plain = predict_forgetting(Pipeline(lr=1e-3), 4.0).groups.set_index("group")
+    assert plain.loc["head_logit_scale"].steps == math.inf
+    json.dumps(report.to_dict(), allow_nan=False)
