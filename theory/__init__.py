@@ -6,16 +6,22 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
 - :mod:`~initmem.theory.deep_linear`: balance invariants, Saxe mode dynamics.
 - :mod:`~initmem.theory.kernels` and :mod:`~initmem.theory.ntk`: NNGP/NTK kernels and the lazy regime.
 - :mod:`~initmem.theory.normalized`: scale-invariant (BatchNorm) weights, the paper's mechanism.
+- :mod:`~initmem.theory.logistic`: cross-entropy on a linear model (max margin, minimizers).
+- :mod:`~initmem.theory.logit_scale`: the head x last-BN-gain pair under cross-entropy.
+- :mod:`~initmem.theory.checks`: the argument checks every theory module shares.
 - :mod:`~initmem.theory.schedule`: accumulated regularization of a schedule.
 - :mod:`~initmem.theory.forgetting`: every mechanism's forgetting time for one pipeline.
 - :mod:`~initmem.theory.simulate`, :mod:`~initmem.theory.normalized_sim`: simulators used by the tests.
 """
 
 from . import (
+    checks,
     deep_linear,
     forgetting,
     kernels,
     linear,
+    logistic,
+    logit_scale,
     normalized,
     normalized_sim,
     ntk,
@@ -33,12 +39,15 @@ __all__ = [
     "Kernel",
     "Pipeline",
     "accumulated_regularization",
+    "checks",
     "deep_linear",
     "empirical_ntk",
     "forgetting",
     "gradient_descent_mse",
     "kernels",
     "linear",
+    "logistic",
+    "logit_scale",
     "normalized",
     "normalized_forgetting",
     "normalized_sim",
