@@ -5,13 +5,16 @@
     report = fit(load_sweep("runs/demo"))      # a BridgeReport of pandas DataFrames
     print(report.summary()); report.save("runs/demo/bridge")
 
-``initmem.bridge.fit`` is the function (it shadows the module ``bridge/fit.py``, whose other names
-are imported from ``initmem.bridge.fit`` as usual: ``from initmem.bridge.fit import loglog_fit``).
+``initmem.bridge.fit`` is the function; it lives in :mod:`initmem.bridge.fitting` with the other fits
+(``from initmem.bridge.fitting import loglog_fit``). Import direction: ``measure`` <- ``predict`` <-
+``plots`` <- ``fitting`` (the report draws its figures; the figures never import the report's module).
 """
 
-from initmem.bridge.fit import BridgeReport, fit, summarize
+import warnings
+
+from initmem.bridge.fitting import BridgeReport, fit, summarize
 from initmem.bridge.measure import (
-    SweepError,
+    BridgeDataError,
     fit_decay_time,
     function_forgetting_times,
     norm_forgetting_times,
@@ -25,9 +28,22 @@ from initmem.bridge.predict import (
     predicted_times,
 )
 
+
+def __getattr__(name: str):
+    """``SweepError``: the deprecated name of :class:`BridgeDataError` (PEP 562)."""
+    if name == "SweepError":
+        warnings.warn(
+            "initmem.bridge.SweepError is deprecated: use initmem.bridge.BridgeDataError",
+            DeprecationWarning,
+            2,
+        )
+        return BridgeDataError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "BridgeDataError",
     "BridgeReport",
-    "SweepError",
     "UNITS",
     "accumulated_units",
     "fit",

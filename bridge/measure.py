@@ -38,8 +38,12 @@ SCALED_FRACTION = 0.5
 LEARNED_FRACTION = 0.9
 
 
-class SweepError(ValueError):
-    """The sweep lacks what a measure needs (e.g. a second alpha); the message says what to add."""
+class BridgeDataError(ValueError):
+    """The sweep's runs lack what a measure needs (e.g. a second alpha); the message says what to add.
+
+    Not :class:`initmem.empirical.sweep.BridgeDataError` (a sweep file or folder that cannot be read or run):
+    this one is raised on readable runs that cannot be measured.
+    """
 
 
 # ----------------------------------------------------------------------------------- sweep layout
@@ -47,16 +51,18 @@ def prepare_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The finished runs of a ``load_sweep`` table, with its ``pipeline`` and ``label`` columns.
 
     Pipelines are :func:`initmem.empirical.memory.pipeline_id` (every hashed config field except
-    alpha and seed); a table without them gets them here. Raises :class:`SweepError` when no run has
+    alpha and seed); a table without them gets them here. Raises :class:`BridgeDataError` when no run has
     finished.
     """
     from initmem.empirical import memory
 
     if runs.empty:
-        raise SweepError("the sweep has no runs")
+        raise BridgeDataError("the sweep has no runs")
     for column in ("alpha", "seed", "hash", "run_dir"):
         if column not in runs.columns:
-            raise SweepError(f"runs lack the column '{column}' (load them with load_sweep(DIR))")
+            raise BridgeDataError(
+                f"runs lack the column '{column}' (load them with load_sweep(DIR))"
+            )
     runs = runs.copy()
     if "pipeline" not in runs.columns:
         fields = [c for c in memory.pipeline_columns() if c in runs.columns]
@@ -71,16 +77,18 @@ def prepare_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if "status" in runs.columns and "test_acc" in runs.columns:
         runs = memory.finished_runs(runs)
     if runs.empty:
-        raise SweepError("no run of the sweep has finished yet (run `initmem sweep run` first)")
+        raise BridgeDataError(
+            "no run of the sweep has finished yet (run `initmem sweep run` first)"
+        )
     return runs.reset_index(drop=True)
 
 
 def require_alphas(runs: pd.DataFrame, needed: int = 2) -> None:
-    """Raise :class:`SweepError` unless some pipeline has finished runs at ``needed`` or more alphas."""
+    """Raise :class:`BridgeDataError` unless some pipeline has finished runs at ``needed`` or more alphas."""
     per_pipeline = runs.groupby("pipeline")["alpha"].nunique()
     if per_pipeline.empty or per_pipeline.max() < needed:
         alphas = ", ".join(_short(a) for a in sorted(runs["alpha"].unique()))
-        raise SweepError(
+        raise BridgeDataError(
             f"the sweep has only one alpha per pipeline ({alphas}): forgetting is measured between "
             "runs that differ only in the init scale; add a second alpha to the sweep's grid"
         )
@@ -92,8 +100,21 @@ def load_logs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     epochs, layers = load_epochs(runs), load_layers(runs)
     if epochs.empty or "step" not in epochs.columns:
-        raise SweepError("the runs have no per-evaluation logs (log.jsonl / metrics.parquet)")
+        raise BridgeDataError("the runs have no per-evaluation logs (log.jsonl / metrics.parquet)")
     return epochs, layers
+
+
+def steps_per_epoch(table: pd.DataFrame) -> pd.Series:
+    """Optimizer steps per epoch of each pipeline, read from its logged evaluations.
+
+    ``table`` has columns ``pipeline``, ``epoch`` and ``step`` (one row per evaluation, any number of
+    runs). The value is the largest ``step / epoch`` after epoch 0: a full epoch, the config's
+    ``steps_per_epoch`` (a final partial epoch of a run whose length is given in steps has a smaller
+    ratio). NaN for a pipeline that logged epoch 0 only. Indexed by pipeline, in order of appearance.
+    """
+    rows = table[(table["epoch"] > 0) & table["step"].notna()]
+    ratio = (rows["step"] / rows["epoch"]).groupby(rows["pipeline"]).max()
+    return ratio.reindex(table["pipeline"].unique()).astype(float)
 
 
 # ----------------------------------------------------------------------------------- decay fits
@@ -225,7 +246,7 @@ def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame
     """
     needed = {"hash", "epoch", "layer", "weight_norm"}
     if layers.empty or not needed <= set(layers.columns):
-        raise SweepError(f"the layer logs lack {sorted(needed - set(layers.columns))}")
+        raise BridgeDataError(f"the layer logs lack {sorted(needed - set(layers.columns))}")
     step_of = layers.groupby(["hash", "epoch"])["step"].first() if "step" in layers else None
     out = []
     for (pipeline, seed), group in runs.groupby(["pipeline", "seed"]):
@@ -288,7 +309,7 @@ def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame
                 )
             )
     if not out:
-        raise SweepError(
+        raise BridgeDataError(
             "no pipeline has two alphas with layer logs for the same seed: the norm memory compares "
             "runs that differ only in alpha"
         )
@@ -308,6 +329,7 @@ def norm_forgetting_times(
     ``tau_steps`` is the lower bound ``t_span_steps``; ``tau_fit_steps`` is the extrapolated fit.
     ``memory_end`` is the seed-mean memory at the last evaluation.
     """
+    per_epoch = steps_per_epoch(curves)
     rows = []
     for (pipeline, layer), group in curves.groupby(["pipeline", "layer"], sort=False):
         table = group.pivot_table(index="seed", columns="step", values="memory")
@@ -315,7 +337,6 @@ def norm_forgetting_times(
         result = bootstrap_decay(
             steps - steps.min(), table.to_numpy(), n_boot=n_boot, level=level, seed=seed
         )
-        steps_per_epoch = _steps_per_epoch(group)
         rows.append(
             {
                 "pipeline": pipeline,
@@ -324,7 +345,7 @@ def norm_forgetting_times(
                 "alpha_lo": group["alpha_lo"].iloc[0],
                 "alpha_hi": group["alpha_hi"].iloc[0],
                 **_in_steps(result),
-                "tau_epochs": result["tau"] / steps_per_epoch,
+                "tau_epochs": result["tau"] / per_epoch[pipeline],
                 "memory_end": float(np.nanmean(table.to_numpy()[:, -1])),
             }
         )
@@ -332,12 +353,12 @@ def norm_forgetting_times(
 
 
 # ----------------------------------------------------------------------------------- function memory
-def accuracy_table(
+def accuracy_curves(
     runs: pd.DataFrame, epochs: pd.DataFrame, metric: str = "test_acc"
 ) -> pd.DataFrame:
     """Per-evaluation accuracy of every run with its pipeline, alpha and seed (tidy)."""
     if metric not in epochs.columns:
-        raise SweepError(f"the epoch logs lack '{metric}'")
+        raise BridgeDataError(f"the epoch logs lack '{metric}'")
     keys = runs[["hash", "pipeline", "alpha", "seed"]]
     table = epochs[["hash", "epoch", "step", metric]].merge(keys, on="hash")
     return table.sort_values(["pipeline", "alpha", "seed", "epoch"], ignore_index=True)
@@ -349,7 +370,7 @@ def spread_curves(runs: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
     The spread is max minus min over alphas of the seed-mean test accuracy. Columns: ``pipeline``,
     ``epoch``, ``step``, ``spread_pp``, ``n_alphas``.
     """
-    acc = accuracy_table(runs, epochs)
+    acc = accuracy_curves(runs, epochs)
     mean = acc.groupby(["pipeline", "epoch", "step", "alpha"])["test_acc"].mean().reset_index()
     grouped = mean.groupby(["pipeline", "epoch", "step"])["test_acc"]
     out = grouped.agg(lambda a: 100.0 * (a.max() - a.min())).rename("spread_pp").to_frame()
@@ -408,15 +429,16 @@ def function_forgetting_times(
     ``value_start``, ``value_end`` (pp for the spread, fraction for the disagreement) and the time
     columns of :func:`norm_forgetting_times` (measured from ``start_step``).
     """
-    acc = accuracy_table(runs, epochs)
-    val = accuracy_table(runs, epochs, "val_acc") if "val_acc" in epochs else None
+    acc = accuracy_curves(runs, epochs)
+    val = accuracy_curves(runs, epochs, "val_acc") if "val_acc" in epochs else None
+    epoch_steps = steps_per_epoch(acc)
     options = dict(n_boot=n_boot, level=level, seed=seed)
     rows = []
     for pipeline, group in acc.groupby("pipeline"):
         if group["alpha"].nunique() < 2:
             continue
         learned = learned_step(val[val["pipeline"] == pipeline] if val is not None else group)
-        per_epoch = _steps_per_epoch(group)
+        per_epoch = epoch_steps[pipeline]
         cube = group.pivot_table(index=["seed", "alpha"], columns="step", values="test_acc")
         seeds = cube.index.get_level_values("seed").unique()
         alphas = cube.index.get_level_values("alpha").unique()
@@ -517,13 +539,6 @@ def _window(steps: np.ndarray, curve: np.ndarray, learned: float) -> tuple[int, 
     return start, len(steps) - 1
 
 
-def _steps_per_epoch(group: pd.DataFrame) -> float:
-    rows = group[(group["epoch"] > 0) & group["step"].notna()]
-    if rows.empty:
-        return np.nan
-    return float((rows["step"] / rows["epoch"]).median())
-
-
 def _in_steps(result: dict) -> dict:
     return {
         "tau_steps": result["tau"],
@@ -545,11 +560,25 @@ def _short(value) -> str:
     return str(value)
 
 
+_RENAMED = {"SweepError": "BridgeDataError", "accuracy_table": "accuracy_curves"}
+
+
+def __getattr__(name: str):
+    """Deprecated names of this module (PEP 562): ``SweepError``, ``accuracy_table``."""
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(
+            f"initmem.bridge.measure.{name} is deprecated: use {new}", DeprecationWarning, 2
+        )
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "BridgeDataError",
     "DecayFit",
     "SCALE_INVARIANT_MEAN",
-    "SweepError",
-    "accuracy_table",
+    "accuracy_curves",
     "bootstrap_decay",
     "disagreement_curves",
     "fit_decay_time",
@@ -561,4 +590,5 @@ __all__ = [
     "prepare_runs",
     "require_alphas",
     "spread_curves",
+    "steps_per_epoch",
 ]

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from initmem.bridge import predict
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN
@@ -25,10 +27,11 @@ FIGURE_DPI = 120
 
 
 def save_figures(report, out_dir: str | Path) -> list[Path]:
-    """Write every figure the report has data for into ``out_dir``; return their paths."""
-    import matplotlib
+    """Write every figure the report has data for into ``out_dir``; return their paths.
 
-    matplotlib.use("Agg")
+    Figures are :class:`matplotlib.figure.Figure` objects saved with ``fig.savefig``: no pyplot, so
+    the caller's backend and pyplot's figure list are left as they were.
+    """
     out = Path(out_dir)
     made = []
     for name, plot in (
@@ -46,21 +49,14 @@ def save_figures(report, out_dir: str | Path) -> list[Path]:
     return made
 
 
-def _pyplot():
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _colors(labels) -> dict:
-    cmap = _pyplot().get_cmap("tab10")
+    cmap = matplotlib.colormaps["tab10"]
     return {label: cmap(i % 10) for i, label in enumerate(labels)}
 
 
 def _save(fig, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=FIGURE_DPI)
-    _pyplot().close(fig)
 
 
 def _labels(report) -> dict:
@@ -75,10 +71,10 @@ def plot_norm_memory(report, path: Path) -> bool:
     curves = curves[curves["layer"] == SCALE_INVARIANT_MEAN]
     if curves.empty:
         return False
-    plt = _pyplot()
     labels = _labels(report)
     colors = _colors(curves["pipeline"].unique())
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
     for pipeline, group in curves.groupby("pipeline", sort=False):
         stats = group.groupby("step")["memory"].agg(["mean", "min", "max"])
         color = colors[pipeline]
@@ -102,11 +98,11 @@ def plot_collapse(report, path: Path) -> bool:
     points = report.unit_points
     if points.empty:
         return False
-    plt = _pyplot()
     labels = _labels(report)
     memories = [m for m in ("norm", "spread") if (points["memory"] == m).any()]
     colors = _colors(points["pipeline"].unique())
-    fig, axes = plt.subplots(len(memories), 2, figsize=(10, 3.6 * len(memories)), squeeze=False)
+    fig = Figure(figsize=(10, 3.6 * len(memories)))
+    axes = fig.subplots(len(memories), 2, squeeze=False)
     r2 = report.units.set_index(["memory", "unit"])["r2"] if not report.units.empty else {}
     for row, memory in enumerate(memories):
         part = points[points["memory"] == memory]
@@ -142,10 +138,10 @@ def plot_function_memory(report, path: Path) -> bool:
     spread = report.spread_curves
     if spread.empty:
         return False
-    plt = _pyplot()
     labels = _labels(report)
     colors = _colors(spread["pipeline"].unique())
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig = Figure(figsize=(10, 3.8))
+    axes = fig.subplots(1, 2)
     for pipeline, group in spread.groupby("pipeline", sort=False):
         axes[0].plot(
             group["step"],
@@ -182,10 +178,10 @@ def plot_measured_vs_predicted(report, path: Path) -> bool:
     both = both[(both["tau_fit_steps"] > 0) & (both["pred_tau_fit_steps"] > 0)]
     if both.empty:
         return False
-    plt = _pyplot()
     labels = _labels(report)
     colors = _colors(both["pipeline"].unique())
-    fig, ax = plt.subplots(figsize=(5.2, 4.8))
+    fig = Figure(figsize=(5.2, 4.8))
+    ax = fig.subplots()
     for _, row in both.iterrows():
         mean = row["layer"] == SCALE_INVARIANT_MEAN
         ax.scatter(
@@ -255,16 +251,12 @@ def _zero_stand_in(values: np.ndarray) -> float:
 
 def plot_phase(report, table: pd.DataFrame, path: Path) -> bool:
     """Heat map of the spread with the accumulated-regularization = 1 boundary, per optimizer."""
-    from initmem.bridge.fit import phase_boundary
-
     if table.empty:
         return False
-    plt = _pyplot()
     x_name, y_name = table["x_name"].iloc[0], table["y_name"].iloc[0]
     optimizers = list(table["optimizer"].unique())
-    fig, axes = plt.subplots(
-        1, len(optimizers), figsize=(5.2 * len(optimizers), 4.4), squeeze=False
-    )
+    fig = Figure(figsize=(5.2 * len(optimizers), 4.4))
+    axes = fig.subplots(1, len(optimizers), squeeze=False)
     pipelines = report.pipelines.set_index("pipeline")
     for ax, optimizer in zip(axes[0], optimizers, strict=True):
         part = table[table["optimizer"] == optimizer]
@@ -286,7 +278,9 @@ def plot_phase(report, table: pd.DataFrame, path: Path) -> bool:
             continue
         x_grid = _fine_grid(xs, x_name)
         y_grid = _fine_grid(ys, y_name)
-        values = phase_boundary(predict.run_config(first), x_name, y_name, x_grid, y_grid, inv)
+        values = predict.phase_boundary(
+            predict.run_config(first), x_name, y_name, x_grid, y_grid, inv
+        )
         if np.nanmin(values) < 1 < np.nanmax(values):
             ax.contour(
                 _positions(xs, x_grid),

@@ -37,6 +37,7 @@ proposes; the phase diagrams draw its level 1.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -199,6 +200,42 @@ def steps_to_unit(config: RunConfig, unit: str, level: float = 1.0, inv_init_sq=
     if not rate > 0:
         return math.inf
     return float(len(increments) + (level - running[-1]) / rate)
+
+
+def phase_boundary(config, x: str, y: str, x_values, y_values, inv_init_sq=np.nan) -> np.ndarray:
+    """Accumulated regularization at the end of a run of ``config`` over the grid ``x`` x ``y``.
+
+    ``x``, ``y`` among ``lr``, ``decay`` (set on ``l2`` if the config uses coupled L2, else on
+    ``weight_decay``) and ``batch_size``; every other setting is ``config``'s. At a fixed schedule
+    explicit decay scales as ``lr * decay`` and the noise terms as ``lr^2``; each batch size (which
+    also sets the steps per epoch) is summed afresh by :func:`~initmem.bridge.unit_increments`.
+    Returns an array of shape (len(y_values), len(x_values)).
+    """
+    for name in (x, y):
+        if name not in ("lr", "decay", "batch_size"):
+            raise ValueError(f"x and y must be among lr, decay, batch_size (got {name!r})")
+    xs, ys = np.meshgrid(np.asarray(x_values, dtype=float), np.asarray(y_values, dtype=float))
+    values = {
+        "lr": np.full(xs.shape, config.lr),
+        "decay": np.full(xs.shape, config.l2 + config.weight_decay),
+        "batch_size": np.full(xs.shape, float(config.batch_size)),
+    }
+    values[x], values[y] = xs, ys
+    on_l2 = config.l2 > 0
+    noise = "adam" if config.optimizer in ADAPTIVE else "sgd_noise"
+    out = np.empty(xs.shape)
+    for batch in np.unique(values["batch_size"]):
+        if batch > config.resolved_train_size:
+            out[values["batch_size"] == batch] = np.nan
+            continue
+        base = dataclasses.replace(
+            config, lr=1.0, l2=float(on_l2), weight_decay=float(not on_l2), batch_size=int(batch)
+        )
+        sums = unit_increments(base, inv_init_sq).sum()
+        mask = values["batch_size"] == batch
+        lr = values["lr"][mask]
+        out[mask] = lr * values["decay"][mask] * sums["explicit"] + lr**2 * sums[noise]
+    return out
 
 
 # ----------------------------------------------------------------------------------- the identity
@@ -400,6 +437,7 @@ __all__ = [
     "gradient_scale",
     "identity_check",
     "init_scale",
+    "phase_boundary",
     "predicted_memory_curves",
     "predicted_times",
     "run_config",

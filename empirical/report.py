@@ -19,8 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, NullLocator
 
 from initmem.empirical.memory import (
     accuracy_table,
@@ -44,12 +47,10 @@ def write_report(
 ) -> Path:
     """Write ``report.md`` and ``figures/*.png`` into the sweep folder; return the report's path.
 
-    ``notes`` are Markdown paragraphs placed after the summary table (e.g. a demo's verdict).
+    ``notes`` are Markdown paragraphs placed after the summary table (e.g. a demo's verdict). The
+    figures are :class:`matplotlib.figure.Figure` objects (no pyplot): the caller's backend and
+    pyplot's figure list are left as they were.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-
     sweep_dir = Path(sweep_dir)
     figures = sweep_dir / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -198,16 +199,9 @@ def _figure(path: Path, made: bool, missing: str = "no data") -> str:
 
 
 # ====================================================================== figures
-def _pyplot():
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _alpha_colors(alphas: Sequence[float]) -> dict[float, Any]:
-    plt = _pyplot()
     alphas = sorted(set(alphas))
-    cmap = plt.get_cmap("viridis")
+    cmap = matplotlib.colormaps["viridis"]
     if len(alphas) == 1:
         return {alphas[0]: cmap(0.5)}
     logs = np.log(alphas)
@@ -219,8 +213,6 @@ def _alpha_colors(alphas: Sequence[float]) -> dict[float, Any]:
 
 def _alpha_axis(ax: Any, alphas: Sequence[float]) -> None:
     """Log-scale x axis with a tick at every alpha of the sweep, labelled by its value."""
-    from matplotlib.ticker import NullFormatter, NullLocator
-
     values = sorted(set(alphas))
     ax.set_xscale("log")
     ax.xaxis.set_minor_locator(NullLocator())
@@ -232,16 +224,15 @@ def _alpha_axis(ax: Any, alphas: Sequence[float]) -> None:
 
 def _save(fig: Any, path: Path) -> None:
     fig.savefig(path, dpi=FIGURE_DPI, bbox_inches="tight")
-    _pyplot().close(fig)
 
 
 def plot_spread(spread: pd.DataFrame, path: Path) -> bool:
     """Horizontal bars: spread across alpha per pipeline (pp), bootstrap interval as whiskers."""
-    plt = _pyplot()
     table = spread.dropna(subset=["spread_pp"])
     if table.empty:
         return False
-    fig, ax = plt.subplots(figsize=(7, 0.6 * len(table) + 1.6))
+    fig = Figure(figsize=(7, 0.6 * len(table) + 1.6))
+    ax = fig.subplots()
     y = np.arange(len(table))[::-1]
     low = (table["spread_pp"] - table["ci_low_pp"]).clip(lower=0).fillna(0)
     high = (table["ci_high_pp"] - table["spread_pp"]).clip(lower=0).fillna(0)
@@ -262,12 +253,12 @@ def plot_spread(spread: pd.DataFrame, path: Path) -> bool:
 
 def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
     """Test accuracy (seed mean ± std) and lowest final train accuracy against alpha, per pipeline."""
-    plt = _pyplot()
     if accuracy.empty:
         return False
-    fig, (ax_test, ax_train) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig = Figure(figsize=(12, 4.5))
+    ax_test, ax_train = fig.subplots(1, 2)
     for k, (label, group) in enumerate(accuracy.groupby("label", sort=False)):
-        color = plt.get_cmap("tab10")(k % 10)
+        color = matplotlib.colormaps["tab10"](k % 10)
         ax_test.errorbar(
             group["alpha"],
             group["test_acc_pct"],
@@ -294,10 +285,10 @@ def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
 
 
 def _panel_grid(n: int, width: float = 4.2, height: float = 3.3, max_cols: int = 3):
-    plt = _pyplot()
     cols = min(n, max_cols)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    fig = Figure(figsize=(width * cols, height * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -380,7 +371,6 @@ def plot_effective_lr_layers(
     runs: pd.DataFrame, layers: pd.DataFrame, pipeline: str, path: Path
 ) -> bool:
     """One pipeline: lr/|w|^2 per layer over epochs, one panel per alpha (first seed), colour = depth."""
-    plt = _pyplot()
     chosen = _scale_invariant(layers)
     part = runs[runs["pipeline"] == pipeline]
     if chosen.empty or part.empty:
@@ -391,7 +381,7 @@ def plot_effective_lr_layers(
     if data.empty:
         return False
     names = list(dict.fromkeys(data["layer"]))
-    cmap = plt.get_cmap("plasma")
+    cmap = matplotlib.colormaps["plasma"]
     fig, axes = _panel_grid(len(first_seed), width=3.6, height=3.0, max_cols=4)
     low, high = data["eff_lr"].min(), data["eff_lr"].max()
     for ax, (_, run) in zip(axes, first_seed.iterrows(), strict=True):

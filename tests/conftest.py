@@ -4,13 +4,36 @@ import os
 
 import pytest
 
-# Load triton (through initmem.theory.kernels) before any test imports neural-tangents: with tensorflow
-# loaded first, torch.func's lazy triton import segfaults (see theory/kernels.py).
-import initmem.theory.kernels  # noqa: F401
+# Load triton (through initmem.theory.empirical_kernels) before any test imports neural-tangents: with
+# tensorflow loaded first, torch.func's lazy triton import segfaults (see theory/kernels.py).
+import initmem.theory.empirical_kernels  # noqa: F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture
+def pyplot_forbidden(monkeypatch):
+    """Switch matplotlib to the "svg" backend and make pyplot's ``figure`` raise, for one test.
+
+    A test of figure-drawing library code then asserts that the backend is still "svg" (the code did
+    not call ``matplotlib.use``) and that ``plt.get_fignums()`` is empty; any pyplot figure fails it.
+    The backend is restored afterwards.
+    """
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    def no_pyplot(*args, **kwargs):
+        raise AssertionError("library code drew through pyplot")
+
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")
+    monkeypatch.setattr(plt, "figure", no_pyplot)
+    try:
+        yield plt
+    finally:
+        matplotlib.use(before)
 
 
 def pytest_addoption(parser):

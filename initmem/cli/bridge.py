@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from initmem.bridge import SweepError, fit
+    from initmem.bridge import BridgeDataError, fit
     from initmem.empirical.memory import load_sweep
     from initmem.empirical.sweep import SweepError as SweepFolderError
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--n-boot must be >= 0 (got {args.n_boot})")
     try:
         report = fit(load_sweep(args.dir), n_boot=args.n_boot)
-    except (SweepError, SweepFolderError) as err:
+    except (BridgeDataError, SweepFolderError) as err:
         return fail(str(err))
     out = Path(args.out) if args.out else Path(args.dir) / "bridge"
     written = report.save(out, figures=not args.no_figures)

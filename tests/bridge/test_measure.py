@@ -6,7 +6,7 @@ import pytest
 
 from initmem.bridge.measure import (
     SCALE_INVARIANT_MEAN,
-    SweepError,
+    BridgeDataError,
     bootstrap_decay,
     disagreement_curves,
     fit_decay_time,
@@ -16,6 +16,7 @@ from initmem.bridge.measure import (
     norm_memory_curves,
     prepare_runs,
     require_alphas,
+    steps_per_epoch,
 )
 from initmem.empirical.memory import load_sweep
 from tests.bridge.synthetic import known_pipelines, write_synthetic_sweep
@@ -114,12 +115,40 @@ def test_function_memory_recovers_known_times(synthetic):
 def test_one_alpha_is_a_clear_error(tmp_path):
     root = write_synthetic_sweep(tmp_path, known_pipelines()[:1], alphas=(1.0,), seeds=(0,))
     runs = prepare_runs(load_sweep(root))
-    with pytest.raises(SweepError, match="only one alpha"):
+    with pytest.raises(BridgeDataError, match="only one alpha"):
         require_alphas(runs)
 
 
 def test_prepare_runs_needs_run_table():
-    with pytest.raises(SweepError, match="no runs"):
+    with pytest.raises(BridgeDataError, match="no runs"):
         prepare_runs(pd.DataFrame())
-    with pytest.raises(SweepError, match="run_dir"):
+    with pytest.raises(BridgeDataError, match="run_dir"):
         prepare_runs(pd.DataFrame({"alpha": [1.0], "seed": [0], "hash": ["x"]}))
+
+
+def test_steps_per_epoch_from_logs_ignores_a_partial_last_epoch():
+    # 32 steps per epoch; pipeline "a" runs 40 steps (a partial second epoch ends at step 40), "b"
+    # logged epoch 0 only. The old median of step / epoch gave (32 + 20) / 2 = 26 for "a".
+    table = pd.DataFrame(
+        {
+            "pipeline": ["a", "a", "a", "b"],
+            "epoch": [0, 1, 2, 0],
+            "step": [0, 32, 40, 0],
+        }
+    )
+    per_epoch = steps_per_epoch(table)
+    assert list(per_epoch.index) == ["a", "b"]
+    assert per_epoch["a"] == 32.0
+    assert np.isnan(per_epoch["b"])
+
+
+def test_renamed_names_keep_deprecated_aliases():
+    import initmem.bridge
+    import initmem.bridge.measure as measure
+
+    with pytest.warns(DeprecationWarning, match="BridgeDataError"):
+        assert initmem.bridge.SweepError is BridgeDataError
+    with pytest.warns(DeprecationWarning, match="BridgeDataError"):
+        assert measure.SweepError is BridgeDataError
+    with pytest.warns(DeprecationWarning, match="accuracy_curves"):
+        assert measure.accuracy_table is measure.accuracy_curves

@@ -20,6 +20,7 @@ from initmem.bridge.predict import (
     accumulated_units,
     identity_check,
     init_scale,
+    phase_boundary,
     predicted_memory_curves,
     predicted_times,
     step_lrs,
@@ -130,3 +131,27 @@ def test_identity_within_one_percent_on_real_runs(tiny_sweep):
     assert check["n_intervals"].min() == 5
     assert check["max_rel_error"].max() < IDENTITY_TOLERANCE
     assert check["decay_rel_error"].max() < 1e-9
+
+
+def test_phase_boundary_closed_form():
+    config = RunConfig(
+        dataset="synthetic",
+        train_size=1280,
+        val_size=1000,
+        batch_size=32,
+        epochs=10,
+        optimizer="sgd",
+        lr=0.1,
+        weight_decay=1e-3,
+    )
+    lrs, decays = np.array([0.01, 0.1]), np.array([1e-4, 1e-2])
+    grid = phase_boundary(config, "lr", "decay", lrs, decays)
+    expected = decays[:, None] * lrs[None, :] * 400 + lrs[None, :] ** 2 * 400 / 32
+    np.testing.assert_allclose(grid, expected, rtol=1e-12)
+    batches = np.array([16.0, 64.0])
+    grid = phase_boundary(config, "lr", "batch_size", lrs, batches)
+    steps = 1280 // batches  # per epoch, times 10 epochs
+    expected = 10 * steps[:, None] * (lrs[None, :] * 1e-3 + lrs[None, :] ** 2 / batches[:, None])
+    np.testing.assert_allclose(grid, expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="x and y"):
+        phase_boundary(config, "lr", "momentum", lrs, lrs)

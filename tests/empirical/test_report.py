@@ -64,3 +64,13 @@ def test_report_of_a_sweep_with_no_finished_run(tmp_path):
     assert "No finished runs yet" in text
     assert "0/12 done" in text and "12 pending" in text
     assert np.isnan(load_sweep(sweep)["test_acc"]).all()
+
+
+def test_report_figures_leave_pyplot_alone(tmp_path, pyplot_forbidden):
+    import matplotlib
+
+    report = write_report(make_sweep(tmp_path / "sweep"), n_boot=20)
+    pngs = sorted((report.parent / "figures").glob("*.png"))
+    assert len(pngs) >= 5 and all(png_size(p)[0] >= 400 for p in pngs)
+    assert matplotlib.get_backend() == "svg"
+    assert pyplot_forbidden.get_fignums() == []

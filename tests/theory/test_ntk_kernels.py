@@ -1,6 +1,7 @@
 """Kernels from the three sources agree: closed form vs stax, torch.func vs neural-tangents."""
 
 import copy
+import os
 import subprocess
 import sys
 
@@ -123,12 +124,12 @@ def test_empirical_ntk_with_and_without_the_jacobian_cache(
 ):
     """x2's Jacobian held whole (one product per x1 block) or recomputed block by block: the same
     kernel, equal to the product of the Jacobians (stacked in blocks that do not divide n)."""
-    from initmem.theory import kernels
+    from initmem.theory import empirical_kernels
 
     x1, x2 = inputs
     x2 = None if symmetric else x2
     cached = empirical_ntk(small_net, x1, x2, block_size=4, trace_outputs=False).ntk
-    monkeypatch.setattr(kernels, "JACOBIAN_CACHE_BYTES", 0)
+    monkeypatch.setattr(empirical_kernels, "JACOBIAN_CACHE_BYTES", 0)
     recomputed = empirical_ntk(small_net, x1, x2, block_size=4, trace_outputs=False).ntk
     np.testing.assert_allclose(recomputed, cached, rtol=1e-12, atol=1e-12)
     jac1 = empirical_jacobian(small_net, x1, block_size=3)
@@ -204,3 +205,58 @@ def test_theory_ntk_imports_without_jax():
         "assert 'jax' not in sys.modules and 'neural_tangents' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_theory_imports_without_torch():
+    """Only initmem.theory.empirical_kernels imports torch (and triton), on first use of its names."""
+    modules = "initmem.theory, initmem.theory.linear, initmem.theory.normalized, " + (
+        "initmem.theory.forgetting, initmem.theory.schedule, initmem.theory.kernels"
+    )
+    code = (
+        f"import sys, {modules}; "
+        "loaded = sorted(m for m in ('torch', 'triton') if m in sys.modules); "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_lazy_names_resolve_to_the_torch_half():
+    import initmem.theory
+    from initmem.theory import empirical_kernels, kernels
+
+    assert initmem.theory.empirical_ntk is empirical_kernels.empirical_ntk
+    assert initmem.theory.empirical_kernels is empirical_kernels
+    assert kernels.ReLUMLP is ReLUMLP and kernels.empirical_ntk is empirical_ntk
+    assert {"ReLUMLP", "empirical_ntk"} <= set(dir(kernels))
+    with pytest.raises(AttributeError, match="no_such_kernel"):
+        kernels.no_such_kernel  # noqa: B018
+
+
+# A fresh process importing jax, tensorflow and torch (about 11 s of CPU): in the default run on purpose,
+# since the import order it guards is what crashes this machine (kernels._preload_triton).
+def test_stax_kernel_then_empirical_ntk_in_one_process():
+    """neural-tangents (tensorflow) first, torch.func second, in a fresh process: no segfault.
+
+    stax_kernel loads triton before neural-tangents; empirical_ntk then loads torch.func, whose lazy
+    triton import would crash had tensorflow come first (theory.kernels._preload_triton).
+    """
+    pytest.importorskip("neural_tangents")
+    code = """
+import sys
+import numpy as np
+from initmem.theory.kernels import relu_mlp_kernel, relu_mlp_stax, stax_kernel
+assert "torch" not in sys.modules
+x = np.random.default_rng(0).standard_normal((3, 4))
+ref = stax_kernel(relu_mlp_stax(1, 1.4, 0.1)[2], x)
+assert "tensorflow" in sys.modules and "triton" in sys.modules
+from initmem.theory import empirical_ntk
+from initmem.theory.kernels import ReLUMLP
+k = empirical_ntk(ReLUMLP(4, 8, 1, W_std=1.4, b_std=0.1, seed=0), x)
+assert k.ntk.shape == (3, 3) and np.allclose(k.ntk, k.ntk.T)
+np.testing.assert_allclose(relu_mlp_kernel(x, depth=1, W_std=1.4, b_std=0.1).ntk, ref.ntk, rtol=1e-5)
+print("ok")
+"""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("ok")

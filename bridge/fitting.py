@@ -13,13 +13,13 @@
    fitted as one monotone function ``A exp(-(u / u0)^k)`` of each candidate unit ``u`` (the same three
    parameters for every unit, so the R^2 values compare fairly), plus an isotonic (decreasing) fit and
    its leave-one-pipeline-out R^2. The unit with the highest R^2 is the one that collapses the pipelines.
-4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size) with the
-   boundary where accumulated regularization reaches 1.
+4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size); the
+   boundary where accumulated regularization reaches 1 is
+   :func:`initmem.bridge.predict.phase_boundary`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import measure, predict
-from initmem.bridge.measure import SCALE_INVARIANT_MEAN, SweepError
+from initmem.bridge.measure import SCALE_INVARIANT_MEAN, BridgeDataError
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
 MEMORIES = ("norm", "norm per layer", "spread", "disagreement")
@@ -243,42 +243,6 @@ def phase_table(runs: pd.DataFrame, spread: pd.DataFrame, x: str, y: str) -> pd.
     return out.reset_index().rename(columns={x: "x", y: "y"}).assign(x_name=x, y_name=y)
 
 
-def phase_boundary(config, x: str, y: str, x_values, y_values, inv_init_sq=np.nan) -> np.ndarray:
-    """Accumulated regularization at the end of a run of ``config`` over the grid ``x`` x ``y``.
-
-    ``x``, ``y`` among ``lr``, ``decay`` (set on ``l2`` if the config uses coupled L2, else on
-    ``weight_decay``) and ``batch_size``; every other setting is ``config``'s. At a fixed schedule
-    explicit decay scales as ``lr * decay`` and the noise terms as ``lr^2``; each batch size (which
-    also sets the steps per epoch) is summed afresh by :func:`~initmem.bridge.predict.unit_increments`.
-    Returns an array of shape (len(y_values), len(x_values)).
-    """
-    for name in (x, y):
-        if name not in ("lr", "decay", "batch_size"):
-            raise ValueError(f"x and y must be among lr, decay, batch_size (got {name!r})")
-    xs, ys = np.meshgrid(np.asarray(x_values, dtype=float), np.asarray(y_values, dtype=float))
-    values = {
-        "lr": np.full(xs.shape, config.lr),
-        "decay": np.full(xs.shape, config.l2 + config.weight_decay),
-        "batch_size": np.full(xs.shape, float(config.batch_size)),
-    }
-    values[x], values[y] = xs, ys
-    on_l2 = config.l2 > 0
-    noise = "adam" if config.optimizer in predict.ADAPTIVE else "sgd_noise"
-    out = np.empty(xs.shape)
-    for batch in np.unique(values["batch_size"]):
-        if batch > config.resolved_train_size:
-            out[values["batch_size"] == batch] = np.nan
-            continue
-        base = dataclasses.replace(
-            config, lr=1.0, l2=float(on_l2), weight_decay=float(not on_l2), batch_size=int(batch)
-        )
-        sums = predict.unit_increments(base, inv_init_sq).sum()
-        mask = values["batch_size"] == batch
-        lr = values["lr"][mask]
-        out[mask] = lr * values["decay"][mask] * sums["explicit"] + lr**2 * sums[noise]
-    return out
-
-
 # ----------------------------------------------------------------------------------- the report
 @dataclass
 class BridgeReport:
@@ -377,7 +341,7 @@ class BridgeReport:
             written.append(path)
         figure_paths = []
         if figures:
-            from initmem.bridge import plots
+            from initmem.bridge import plots  # deferred: matplotlib loads only to draw figures
 
             figure_paths = plots.save_figures(self, out)
             written += figure_paths
@@ -435,7 +399,7 @@ def fit(
     """Measure, predict and fit forgetting for a sweep's runs (``load_sweep(DIR)``).
 
     ``n_boot`` bootstrap resamples of seeds for every measured time, ``level`` the interval level,
-    ``seed`` the bootstrap's random seed. Raises :class:`~initmem.bridge.measure.SweepError` when the
+    ``seed`` the bootstrap's random seed. Raises :class:`~initmem.bridge.measure.BridgeDataError` when the
     sweep cannot be measured at all (no finished run, or one alpha per pipeline); what only part of the
     sweep lacks is skipped and recorded in ``notes``.
     """
@@ -443,7 +407,7 @@ def fit(
     runs = measure.prepare_runs(runs)
     measure.require_alphas(runs)
     epochs, layers = measure.load_logs(runs)
-    steps_per_epoch = _steps_per_epoch(runs)
+    steps_per_epoch = measure.steps_per_epoch(epochs.merge(runs[["hash", "pipeline"]], on="hash"))
 
     norm_curves = predicted_curves = pd.DataFrame()
     norm_times = predicted = identity = pd.DataFrame()
@@ -455,7 +419,7 @@ def fit(
             norm_times = measure.norm_forgetting_times(
                 norm_curves, n_boot=n_boot, level=level, seed=seed
             )
-        except SweepError as err:
+        except BridgeDataError as err:
             notes.append(f"norm memory skipped: {err}")
         if "grad_sq_sum" in layers.columns and layers["grad_sq_sum"].notna().any():
             identity = predict.identity_check(runs, epochs, layers)
@@ -514,14 +478,8 @@ def summarize(sweep_dir: str | Path, *, n_boot: int = 100) -> str:
 
     try:
         return fit(load_sweep(sweep_dir), n_boot=n_boot).summary()
-    except SweepError as err:
+    except BridgeDataError as err:
         return f"bridge: {err}"
-
-
-def _steps_per_epoch(runs: pd.DataFrame) -> pd.Series:
-    first = runs.drop_duplicates("pipeline")
-    values = [predict.run_config(r).steps_per_epoch for _, r in first.iterrows()]
-    return pd.Series(values, index=first["pipeline"].to_numpy(), dtype=float)
 
 
 def _pipeline_table(runs, norm_times, predicted, function_times, layers) -> pd.DataFrame:
@@ -616,7 +574,7 @@ def _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curve
         norm = norm.groupby(["pipeline", "epoch", "step"])["memory"].mean().rename("value")
         frames.append(norm.reset_index().assign(memory="norm"))
     learned = {}
-    acc = measure.accuracy_table(runs, epochs, "val_acc" if "val_acc" in epochs else "test_acc")
+    acc = measure.accuracy_curves(runs, epochs, "val_acc" if "val_acc" in epochs else "test_acc")
     for pipeline, group in acc.groupby("pipeline"):
         learned[pipeline] = measure.learned_step(group)
     after = spread[spread["step"] >= spread["pipeline"].map(learned)]
@@ -663,7 +621,6 @@ __all__ = [
     "isotonic_fit",
     "loglog_fit",
     "markdown_table",
-    "phase_boundary",
     "phase_table",
     "stretched_exponential_fit",
     "summarize",

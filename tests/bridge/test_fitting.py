@@ -6,15 +6,13 @@ import pandas as pd
 import pytest
 
 from initmem.bridge import BridgeReport, fit
-from initmem.bridge.fit import (
+from initmem.bridge.fitting import (
     isotonic_fit,
     loglog_fit,
-    phase_boundary,
     stretched_exponential_fit,
     unit_comparison,
 )
 from initmem.bridge.predict import IDENTITY_TOLERANCE
-from initmem.empirical.config import RunConfig
 from initmem.empirical.memory import load_sweep
 
 
@@ -77,30 +75,6 @@ def test_unit_comparison_prefers_the_true_unit():
     assert table.loc["R", "best"] and not table.loc["time", "best"]
 
 
-def test_phase_boundary_closed_form():
-    config = RunConfig(
-        dataset="synthetic",
-        train_size=1280,
-        val_size=1000,
-        batch_size=32,
-        epochs=10,
-        optimizer="sgd",
-        lr=0.1,
-        weight_decay=1e-3,
-    )
-    lrs, decays = np.array([0.01, 0.1]), np.array([1e-4, 1e-2])
-    grid = phase_boundary(config, "lr", "decay", lrs, decays)
-    expected = decays[:, None] * lrs[None, :] * 400 + lrs[None, :] ** 2 * 400 / 32
-    np.testing.assert_allclose(grid, expected, rtol=1e-12)
-    batches = np.array([16.0, 64.0])
-    grid = phase_boundary(config, "lr", "batch_size", lrs, batches)
-    steps = 1280 // batches  # per epoch, times 10 epochs
-    expected = 10 * steps[:, None] * (lrs[None, :] * 1e-3 + lrs[None, :] ** 2 / batches[:, None])
-    np.testing.assert_allclose(grid, expected, rtol=1e-12)
-    with pytest.raises(ValueError, match="x and y"):
-        phase_boundary(config, "lr", "momentum", lrs, lrs)
-
-
 @pytest.fixture(scope="module")
 def synthetic_report(synthetic_sweep):
     return fit(load_sweep(synthetic_sweep), n_boot=20)
@@ -134,6 +108,15 @@ def test_report_saves_tables_and_figures(synthetic_report, tmp_path):
     units = pd.read_csv(tmp_path / "units.csv")
     assert {"unit", "r2", "r2_cv", "definition"} <= set(units.columns)
     assert "| unit |" in (tmp_path / "report.md").read_text()
+
+
+def test_report_figures_leave_pyplot_alone(synthetic_report, tmp_path, pyplot_forbidden):
+    import matplotlib
+
+    written = [p for p in synthetic_report.save(tmp_path) if p.suffix == ".png"]
+    assert len(written) >= 4 and all(p.read_bytes()[:4] == b"\x89PNG" for p in written)
+    assert matplotlib.get_backend() == "svg"
+    assert pyplot_forbidden.get_fignums() == []
 
 
 def test_bridge_on_real_runs(tiny_sweep):
