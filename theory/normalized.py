@@ -878,9 +878,9 @@ def normalized_forgetting(
     grad_sq = grad_sq_unit_estimate(batch_size, grad_sq_unit, per_example_grad_sq_unit)
 
     if optimizer == "sgd":
+        law = sgd_norm_law(lr, grad_sq, momentum=momentum, l2=l2, weight_decay=weight_decay)
         peak = lr * (1.0 if mults is None else float(np.max(mults)))
         _warn_large_sgd_step(peak, momentum, grad_sq, min(alpha**2, 1.0) * init_norm_sq)
-        law = sgd_norm_law(lr, grad_sq, momentum=momentum, l2=l2, weight_decay=weight_decay)
         relaxation, equilibrium = law.relaxation_steps(), law.equilibrium_norm_sq()
         if mults is not None:
             law = sgd_norm_law(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import check_integer, check_momentum, check_number
 from .normalized import OPTIMIZERS, angular_update, check_optimizer
 
 
@@ -41,12 +42,9 @@ class ScaleInvariantLoss:
     seed: int = 0
 
     def __post_init__(self):
-        if self.dim < 2:
-            raise ValueError(f"dim must be an integer >= 2 (got {self.dim})")
-        if not self.noise_sq >= 0:
-            raise ValueError(f"noise_sq must be >= 0 (got {self.noise_sq})")
-        if not self.curvature >= 0:
-            raise ValueError(f"curvature must be >= 0 (got {self.curvature})")
+        check_integer("dim", self.dim, low=2)
+        check_number("noise_sq", self.noise_sq)
+        check_number("curvature", self.curvature)
 
     def matrix(self) -> np.ndarray:
         """The PSD matrix ``A`` (dim x dim, float64)."""
@@ -120,19 +118,16 @@ def simulate_norms(
     schedule, one factor per step (multiplying ``lr`` and so the decoupled decay). Units: steps.
     """
     check_optimizer(optimizer)
-    for name, value in (("lr", lr), ("init_norm_sq", init_norm_sq)):
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0 (got {value})")
+    lr = check_number("lr", lr, strict=True)
+    init_norm_sq = check_number("init_norm_sq", init_norm_sq, strict=True)
     for name, value in (("l2", l2), ("weight_decay", weight_decay), ("eps", eps)):
-        if not value >= 0:
-            raise ValueError(f"{name} must be >= 0 (got {value})")
-    if not 0 <= momentum < 1:
-        raise ValueError(f"momentum must satisfy 0 <= momentum < 1 (got {momentum})")
-    if steps < 1 or record_every < 1:
-        raise ValueError(f"steps and record_every must be positive (got {steps}, {record_every})")
+        check_number(name, value)
+    check_momentum(momentum)
+    steps = check_integer("steps", steps)
+    record_every = check_integer("record_every", record_every)
     if lr_multipliers is not None:
-        lr_multipliers = np.asarray(lr_multipliers, dtype=np.float64)
-        if lr_multipliers.shape != (steps,) or np.any(lr_multipliers < 0):
+        lr_multipliers = check_number("lr_multipliers", np.atleast_1d(lr_multipliers))
+        if lr_multipliers.shape != (steps,):
             raise ValueError(f"lr_multipliers must hold {steps} numbers >= 0 (one per step)")
     alphas = np.asarray(alphas, dtype=np.float64)
     if alphas.ndim != 1 or not np.all(alphas > 0):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .checks import check_data, check_momentum, check_number, check_steps
+from .checks import check_data, check_integer, check_momentum, check_number, check_steps
 from .deep_linear import check_weights, check_xy, deep_linear_gradients
 from .linear import null_space_projector
 
@@ -59,18 +59,18 @@ class DeepLinearTrajectory:
 def _check_batch_size(batch_size: int | None, n: int) -> int | None:
     if batch_size is None:
         return None
-    if isinstance(batch_size, bool) or int(batch_size) != batch_size or not 1 <= batch_size <= n:
+    batch_size = check_integer("batch_size", batch_size)
+    if batch_size > n:
         raise ValueError(f"batch_size must be an integer in [1, {n}] or None, got {batch_size!r}")
-    return int(batch_size)
+    return batch_size
 
 
 def _check_run(lr: float, steps: int, record_every: int) -> tuple[float, int, int]:
     steps_checked = check_steps(steps)
     if steps_checked == np.inf:
         raise ValueError("steps must be finite for a simulation")
-    if isinstance(record_every, bool) or int(record_every) != record_every or record_every < 1:
-        raise ValueError(f"record_every must be an integer >= 1, got {record_every!r}")
-    return check_number("lr", lr, strict=True), steps_checked, int(record_every)
+    record_every = check_integer("record_every", record_every)
+    return check_number("lr", lr, strict=True), steps_checked, record_every
 
 
 def _is_recorded(step: int, steps: int, record_every: int) -> bool:
