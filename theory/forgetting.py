@@ -20,7 +20,13 @@ weights, where alpha only sets the effective learning rate ``lr / |w|^2``
 Which dominates: the acting mechanism (of ``sgd_noise``, ``explicit_decay``, ``adaptive``) with the
 shortest time. This is the right comparison: with constant rates the pipeline's time is
 ``ln(1 + T_noise / tau) * tau`` (tau the decay's time scale, T_noise the drift's), which is about
-T_noise when ``T_noise < tau`` and about ``tau ln(T_noise / tau)`` when decay is faster.
+T_noise when ``T_noise < tau`` and about ``tau ln(T_noise / tau)`` when decay is faster. When no
+acting mechanism forgets within a scheduled run (every time ``inf``), the dominant one is the one
+with the least ``memory_left`` at the run's end.
+
+Schedules: a non-constant ``lr_multipliers`` makes every time the first step within the run that
+reaches it (``inf`` if none), as ``memory_left`` does; a constant one is the constant-lr law, whose
+time may lie beyond the run (``Pipeline.time_schedule``).
 
 Parameter groups under cross-entropy (``ForgettingReport.groups``, :data:`GROUPS`): the BN-followed
 conv weights (the ``pipeline`` row), the head x last-BN-gain pair whose product is the logit scale
@@ -108,6 +114,22 @@ class Pipeline:
                     f"lr_multipliers must have total_steps = {self.total_steps} entries "
                     f"(got {len(mults)})"
                 )
+
+    @property
+    def time_schedule(self) -> tuple[float, np.ndarray | None]:
+        """``(lr, multipliers)`` the forgetting times follow.
+
+        A constant schedule (no ``lr_multipliers``, or all equal) is the constant-lr law at
+        ``lr * multiplier``: its time may lie beyond the run's end (``memory_left`` says what the
+        run leaves). Any other schedule: ``(lr, lr_multipliers)``, and a time is the first step
+        within the run, ``inf`` if the run ends first.
+        """
+        if self.lr_multipliers is None:
+            return float(self.lr), None
+        mults = np.atleast_1d(np.asarray(self.lr_multipliers, dtype=np.float64))
+        if np.all(mults == mults[0]) and mults[0] > 0:
+            return float(self.lr * mults[0]), None
+        return float(self.lr), mults
 
     @property
     def lrs(self) -> np.ndarray | None:
@@ -201,8 +223,9 @@ def _memory_left_adaptive(pipeline, grad_sq, alpha, init_norm_sq, fan_in, *, l2,
 
 def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
     """Forgetting times (steps) and memory left for one BN-conv group of ``fan_in`` coordinates."""
+    lr, mults = pipeline.time_schedule
     common = dict(
-        lr=pipeline.lr,
+        lr=lr,
         fan_in=fan_in,
         optimizer=pipeline.optimizer,
         momentum=pipeline.momentum,
@@ -211,7 +234,7 @@ def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
         init_sq_per_coord=init_sq_per_coord,
         grad_sq_unit=grad_sq,
         tol=tol,
-        lr_multipliers=pipeline.lr_multipliers,
+        lr_multipliers=mults,
     )
     sgd = pipeline.optimizer == "sgd"
     has_decay = pipeline.l2 > 0 or pipeline.weight_decay > 0
@@ -263,21 +286,22 @@ def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, flo
     acts = pipeline.l2 > 0 or pipeline.weight_decay > 0
     if not sgd:
         formula = "ln(|alpha-1|/tol) / -ln(1 - lr wd)"
-    if pipeline.lr_multipliers is not None:
+    lr, mults = pipeline.time_schedule
+    if mults is not None:
         momentum = pipeline.momentum if sgd else 0.0
-        kappa = decay_rate(pipeline.lrs, pipeline.l2, pipeline.weight_decay, momentum)
+        kappa = decay_rate(lr * mults, pipeline.l2, pipeline.weight_decay, momentum)
         reached = np.cumsum(-np.log1p(-np.atleast_1d(kappa))) >= efolds
         steps = float(np.argmax(reached) + 1) if efolds > 0 and reached.any() else math.inf
         return acts, (0.0 if efolds == 0 else steps), formula + " (over the schedule)"
     if sgd:
         e_fold = null_space_forgetting_time(
-            pipeline.lr,
+            lr,
             weight_decay=pipeline.l2,
             momentum=pipeline.momentum,
             decoupled_weight_decay=pipeline.weight_decay,
         )
         return acts, e_fold * efolds, formula
-    e_fold = null_space_forgetting_time(pipeline.lr, decoupled_weight_decay=pipeline.weight_decay)
+    e_fold = null_space_forgetting_time(lr, decoupled_weight_decay=pipeline.weight_decay)
     return acts, e_fold * efolds, formula
 
 
@@ -302,10 +326,11 @@ def _head_row(pipeline: Pipeline, alpha: float, tol: float, logit_scales, both: 
         else "ln(|alpha^k - 1| / tol) / (-2 ln(1 - kappa)) (decay-only bound)"
     )
     momentum = pipeline.momentum
-    if pipeline.lr_multipliers is None:
-        kappa = decay_per_step(pipeline.lr, pipeline.l2, pipeline.weight_decay, momentum)
+    lr, mults = pipeline.time_schedule
+    if mults is None:
+        kappa = decay_per_step(lr, pipeline.l2, pipeline.weight_decay, momentum)
         return True, needed / (-2.0 * math.log1p(-kappa)), formula
-    kappa = decay_rate(pipeline.lrs, pipeline.l2, pipeline.weight_decay, momentum)
+    kappa = decay_rate(lr * mults, pipeline.l2, pipeline.weight_decay, momentum)
     reached = np.cumsum(-2.0 * np.log1p(-np.atleast_1d(kappa))) >= needed
     return True, float(np.argmax(reached) + 1) if reached.any() else math.inf, formula
 
@@ -422,8 +447,15 @@ def predict_forgetting(
         )
     table = pd.DataFrame(table_rows)
 
-    competing = table[table.mechanism.isin(COMPETING) & table.acts & np.isfinite(table.steps)]
-    dominant = "none" if competing.empty else str(competing.loc[competing.steps.idxmin()].mechanism)
+    acting = table[table.mechanism.isin(COMPETING) & table.acts]
+    competing = acting[np.isfinite(acting.steps)]
+    left = acting[acting.memory_left.notna()]
+    if not competing.empty:
+        dominant = str(competing.loc[competing.steps.idxmin()].mechanism)
+    elif not left.empty:  # nothing forgets within the run: the one that erased most by its end
+        dominant = str(left.loc[left.memory_left.idxmin()].mechanism)
+    else:
+        dominant = "none"
     overall = table.set_index("mechanism").loc["pipeline"]
     lrs = pipeline.lrs
     accumulated = (

@@ -179,12 +179,18 @@ def test_reported_times_follow_the_schedule():
     assert row(report, "pipeline").epochs == math.inf
     constant = predict_forgetting(Pipeline(lr=1e-2, l2=1e-2), 3.0)
     assert 1e4 < constant.steps < math.inf
-    # A constant schedule long enough: the first whole step at or after the constant-lr time.
+    # A constant schedule is the constant-lr law (its time may lie past the run's end).
+    flat = Pipeline(lr=1e-2, l2=1e-2, total_steps=100, lr_multipliers=np.ones(100))
+    assert predict_forgetting(flat, 3.0).steps == constant.steps
+    # Ones, then a last step at half the lr: the first whole step at or after the constant time.
     long = int(max(constant.steps, row(constant, "linear_decay").steps)) + 10
-    flat = Pipeline(lr=1e-2, l2=1e-2, total_steps=long, lr_multipliers=np.ones(long))
-    assert predict_forgetting(flat, 3.0).steps == math.ceil(constant.steps)
-    linear_row = row(predict_forgetting(flat, 3.0), "linear_decay")
+    mults = np.concatenate([np.ones(long - 1), [0.5]])
+    ones = Pipeline(lr=1e-2, l2=1e-2, total_steps=long, lr_multipliers=mults)
+    assert predict_forgetting(ones, 3.0).steps == math.ceil(constant.steps)
+    linear_row = row(predict_forgetting(ones, 3.0), "linear_decay")
     assert linear_row.steps == pytest.approx(row(constant, "linear_decay").steps, abs=1.0)
+    # Nothing forgets within the cosine run: the dominant mechanism erased the most by its end.
+    assert report.dominant == "explicit_decay"
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
