@@ -53,6 +53,22 @@ def test_balance_one_step_identity_in_a_batchnorm_mlp():
     # Gradient-flow conservation: the cross terms cancel, W_j . G_Wj = g_j G_gj + b_j G_bj.
     lhs = np.sum(W * grads[0], axis=0)
     np.testing.assert_allclose(lhs, g * grads[1] + b * grads[2], rtol=1e-10, atol=1e-14)
+    # 100 more steps: (3) step by step stays exact, and the decay alone, a^(2T), carries the
+    # init's balance to within 5% (the lr^2 term is small at this lr).
+    start = ls.balance(*state())
+    predicted = start.copy()
+    for _ in range(100):
+        loss = torch.nn.functional.cross_entropy(net(x), labels)
+        opt.zero_grad()
+        loss.backward()
+        grads = [t.grad.numpy().copy() for t in (head.weight, bn.weight, bn.bias)]
+        opt.step()
+        predicted = ls.balance_after_step(
+            predicted, grads[0], grads[1], lr, l2=l2, grad_beta=grads[2]
+        )
+    end = ls.balance(*state())
+    np.testing.assert_allclose(end, predicted, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(end, (1 - lr * l2) ** 200 * start, rtol=0.05)
 
 
 @pytest.mark.parametrize("lr,momentum", [(0.1, 0.0), (0.01, 0.9)])
