@@ -23,7 +23,7 @@ import torch
 
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import load_splits
-from initmem.empirical.train import Trainer, resolve_device
+from initmem.empirical.trainer import Trainer, resolve_device
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -21,7 +21,7 @@ from throughput import bench_config
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import DataSplits, load_splits
 from initmem.empirical.packing import PACK_MODES, Pack
-from initmem.empirical.train import Trainer
+from initmem.empirical.trainer import Trainer
 
 #: Packing must beat running the same runs one after another to be worth using.
 TARGET = 1.0

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 #: Benchmark groups in the order they run.
-GROUPS = ("throughput", "flops", "packing", "ntk", "sweep", "gpu")
+GROUPS = ("throughput", "flops", "packing", "ntk", "sweep", "cli", "gpu")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -76,6 +76,10 @@ def run_group(group: str, quick: bool):
         return sweep_overhead.bench_sweep_overhead(
             sweep_overhead.QUICK if quick else sweep_overhead.Sizes()
         )
+    if group == "cli":
+        import cli_startup
+
+        return cli_startup.bench_cli_startup(cli_startup.QUICK if quick else cli_startup.Sizes())
     if group == "gpu":
         import gpu
 

@@ -27,7 +27,7 @@ from textbook import TEXTBOOK_WORKERS, TextbookPipeline
 from initmem.empirical.config import RunConfig
 from initmem.empirical.data import DataSplits, load_splits, split_indices, synthetic_pools
 from initmem.empirical.models import build_model
-from initmem.empirical.train import Trainer
+from initmem.empirical.trainer import Trainer
 
 #: Targets of benchmark 1 (ours over textbook, images per second) on the CPU and on a GPU.
 SPEEDUP_TARGET = {"cpu": 1.5, "cuda": 5.0}

@@ -1,64 +1,57 @@
 """Everything that trains: data, BatchNorm ResNets, the training loop, sweeps, memory metrics, reports.
 
-``initmem.empirical.train(config)`` is the training function (the module is ``initmem.empirical.train``
-in ``sys.modules``; import its other names from there).
+``initmem.empirical.train(config)`` is the training function (module ``trainer``). The names below are loaded on first use
+(PEP 562), so ``import initmem.empirical`` and its light modules (``config``, ``sweep``, ``runfolder``)
+do not import torch; ``docs/architecture.md`` maps the modules.
 """
 
-from .config import ConfigError, RunConfig
-from .data import (
-    DataNotFoundError,
-    DataSplits,
-    clear_data_cache,
-    load_splits,
-    shared_splits,
-    write_cifar10_fixture,
-)
-from .memory import (
-    accuracy_table,
-    disagreement_table,
-    load_epochs,
-    load_layers,
-    load_sweep,
-    pipeline_columns,
-    spread_table,
-)
-from .models import apply_init_scale, build_model, resnet9, resnet18, scale_invariant_parameters
-from .packing import train_packed
-from .report import write_report
-from .runlog import RunResult, load_result
-from .sweep import SweepSpec, list_presets, run_sweep, sweep_status
-from .train import RunFolderError, Trainer, train
+import importlib
 
-__all__ = [
-    "ConfigError",
-    "DataNotFoundError",
-    "DataSplits",
-    "RunConfig",
-    "RunFolderError",
-    "RunResult",
-    "SweepSpec",
-    "Trainer",
-    "accuracy_table",
-    "apply_init_scale",
-    "build_model",
-    "clear_data_cache",
-    "disagreement_table",
-    "list_presets",
-    "load_epochs",
-    "load_layers",
-    "load_result",
-    "load_splits",
-    "load_sweep",
-    "pipeline_columns",
-    "resnet9",
-    "resnet18",
-    "run_sweep",
-    "scale_invariant_parameters",
-    "shared_splits",
-    "spread_table",
-    "sweep_status",
-    "train",
-    "train_packed",
-    "write_cifar10_fixture",
-    "write_report",
-]
+#: Public name -> the module of this package that defines it.
+_HOMES = {
+    "ConfigError": "config",
+    "RunConfig": "config",
+    "DataNotFoundError": "data",
+    "DataSplits": "data",
+    "clear_data_cache": "data",
+    "load_splits": "data",
+    "shared_splits": "data",
+    "write_cifar10_fixture": "data",
+    "accuracy_table": "memory",
+    "disagreement_table": "memory",
+    "load_epochs": "memory",
+    "load_layers": "memory",
+    "load_sweep": "memory",
+    "pipeline_columns": "memory",
+    "spread_table": "memory",
+    "apply_init_scale": "models",
+    "build_model": "models",
+    "resnet9": "models",
+    "resnet18": "models",
+    "scale_invariant_parameters": "models",
+    "train_packed": "packing",
+    "write_report": "report",
+    "RunResult": "runfolder",
+    "load_result": "runfolder",
+    "SweepSpec": "sweep",
+    "list_presets": "sweep",
+    "run_sweep": "sweep",
+    "sweep_status": "sweep",
+    "RunFolderError": "trainer",
+    "Trainer": "trainer",
+    "train": "trainer",
+}
+
+__all__ = sorted(_HOMES, key=str.lower)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

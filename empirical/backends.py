@@ -1,17 +1,17 @@
 """Execution backends of a sweep: a local process pool, SLURM job arrays (submitit), Ray.
 
-Each backend is a generator ``backend(tasks, *, trainer, workers, runs_per_gpu, sweep_dir, name,
-options)`` that runs :func:`initmem.empirical.sweep.execute_task` on every task (a plain dict from
-``SweepRun.task``, or a packed task of several runs from ``sweep.pack_tasks``) and yields one outcome
-dict per run as its task finishes. The run folder is the record:
-the backends only schedule; locks, resume and failure records live in ``execute_run`` /
-``execute_pack``.
+Each backend (:data:`BACKENDS`) is a generator ``backend(tasks, *, trainer, workers, runs_per_gpu,
+sweep_dir, name, options)`` that runs :func:`initmem.empirical.workers.execute_task` on every task (a
+plain dict from ``SweepRun.task``, or a packed task of several runs from ``sweep.pack_tasks``) and
+yields one outcome dict per run as its task finishes. The run folder is the record: the backends only
+schedule; locks, resume and failure records live in :mod:`initmem.empirical.workers`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import multiprocessing
 import os
 import signal
@@ -23,17 +23,19 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from initmem.empirical.sweep import SweepError, execute_task, fail_task, task_runs
+from .runfolder import lock_taken_at
+from .workers import Outcome, execute_task, fail_task, task_runs
 
-Outcome = dict[str, Any]
+#: The package each optional backend needs (installed with the pip extra of the same name).
+OPTIONAL_PACKAGES = {"submitit": "submitit", "ray": "ray"}
 
 
-def get_backend(name: str) -> Callable[..., Iterator[Outcome]]:
-    """The backend generator called ``name`` (local, submitit, ray)."""
-    backends = {"local": run_local, "submitit": run_submitit, "ray": run_ray}
-    if name not in backends:
-        raise SweepError(f"backend must be one of {sorted(backends)} (got {name!r})")
-    return backends[name]
+def missing_package(name: str) -> str | None:
+    """Why backend ``name`` cannot run here (its package is not installed), or None if it can."""
+    package = OPTIONAL_PACKAGES.get(name)
+    if package is None or importlib.util.find_spec(package) is not None:
+        return None
+    return f"the {name} backend needs {package}: pip install 'initmem[{package}]'"
 
 
 # ====================================================================== GPUs
@@ -138,13 +140,12 @@ PREFETCH_PER_WORKER = 1
 
 def _started_since(task: dict[str, Any], submitted: float) -> bool:
     """Whether a worker took a run lock of ``task`` after ``submitted`` (``time.time()``): the lock file
-    is rewritten by whoever acquires it (``sweep.run_lock``), so older files mean the task never
+    is rewritten by whoever acquires it (``runfolder.run_lock``), so older files mean the task never
     started in this pool."""
     for run in task_runs(task):
-        lock = Path(run["run_dir"]) / ".lock"
-        with contextlib.suppress(FileNotFoundError):
-            if lock.stat().st_mtime >= submitted - 0.05:  # file time stamps use a coarse clock
-                return True
+        taken = lock_taken_at(run["run_dir"])
+        if taken is not None and taken >= submitted - 0.05:  # file time stamps use a coarse clock
+            return True
     return False
 
 
@@ -160,10 +161,10 @@ def _init_worker(slots: Any, gpus: list[str], runs_per_gpu: int, threads: int, p
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu_for_slot(slot, gpus, runs_per_gpu)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
-    # Importing this module (through initmem.empirical) may already have loaded torch, whose thread
+    # A trainer imported with the worker's first task may have loaded torch already, whose thread
     # pool then ignores the variables above: set it directly. Two busy threads per worker on a core
     # each collapse throughput 10-20x (BENCHMARKS.md).
-    import torch
+    import torch  # here, after the thread variables are set: torch reads them when first imported
 
     torch.set_num_threads(threads)
     with contextlib.suppress(OSError, AttributeError):
@@ -199,7 +200,7 @@ class RunGroup:
         )
 
     def checkpoint(self, tasks: list[dict[str, Any]]) -> Any:
-        import submitit
+        import submitit  # optional: this class runs inside a submitit job
 
         return submitit.helpers.DelayedSubmission(self, tasks)
 
@@ -223,12 +224,8 @@ def run_submitit(
     ``slurm_partition``, ``mem_gb``...); ``cluster`` picks the executor (``slurm``, ``local``,
     ``debug``; default: detected). With ``runs_per_gpu`` > 1 each task trains that many runs at once.
     """
-    try:
-        import submitit
-    except ImportError:
-        raise SweepError(
-            "the submitit backend needs submitit: pip install 'initmem[submitit]'"
-        ) from None
+    import submitit  # optional (pip install 'initmem[submitit]')
+
     if not tasks:
         return
     options = dict(options or {})
@@ -270,10 +267,8 @@ def run_ray(
     Each run asks for ``cpus_per_run`` CPUs (option, default 1) and, where the cluster has GPUs,
     ``1 / runs_per_gpu`` of a GPU.
     """
-    try:
-        import ray
-    except ImportError:
-        raise SweepError("the ray backend needs ray: pip install 'initmem[ray]'") from None
+    import ray  # optional (pip install 'initmem[ray]')
+
     if not tasks:
         return
     options = dict(options or {})
@@ -310,10 +305,28 @@ def run_ray(
             ray.shutdown()
 
 
+#: The backends by name.
+BACKENDS: dict[str, Callable[..., Iterator[Outcome]]] = {
+    "local": run_local,
+    "submitit": run_submitit,
+    "ray": run_ray,
+}
+
+
+def get_backend(name: str) -> Callable[..., Iterator[Outcome]]:
+    """The backend generator called ``name`` (ValueError naming the choices if there is none)."""
+    if name not in BACKENDS:
+        raise ValueError(f"backend must be one of {sorted(BACKENDS)} (got {name!r})")
+    return BACKENDS[name]
+
+
 __all__ = [
+    "BACKENDS",
+    "OPTIONAL_PACKAGES",
     "available_cpus",
     "get_backend",
     "gpu_for_slot",
+    "missing_package",
     "run_local",
     "run_ray",
     "run_submitit",

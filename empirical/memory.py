@@ -22,15 +22,15 @@ percentage points (``*_pp``). Example::
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from initmem.empirical.config import NON_HASHED_FIELDS, RunConfig, config_hash
-from initmem.empirical.sweep import read_manifest, read_result, run_state
+from . import runfolder
+from .config import NON_HASHED_FIELDS, RunConfig, config_hash
+from .sweep import read_manifest
 
 #: The RunResult numbers copied into :func:`load_sweep`'s rows (NaN / None until a run finishes).
 RESULT_COLUMNS = (
@@ -49,7 +49,7 @@ RESULT_COLUMNS = (
 INTERPOLATION_THRESHOLD = 0.995
 #: Run states whose numbers enter the metrics (the validation-selected checkpoint of a diverged run
 #: exists and is a legitimate predictor; such runs are counted in ``n_diverged``).
-FINISHED = ("completed", "diverged")
+FINISHED = runfolder.FINISHED_STATES
 
 
 def pipeline_columns() -> list[str]:
@@ -79,10 +79,10 @@ def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
             "variant": run.variant,
             "pipeline": pipeline_id(config),
             "run_dir": str(run_dir),
-            "status": run_state(run_dir),
+            "status": runfolder.run_state(run_dir),
         }
         row.update({k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
-        result = read_result(run_dir) or {}
+        result = runfolder.read_result(run_dir) or {}
         row.update({k: result.get(k) for k in RESULT_COLUMNS})
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -118,13 +118,7 @@ def load_epochs(runs: pd.DataFrame) -> pd.DataFrame:
     """
     frames = []
     for hash_, run_dir in zip(runs["hash"], runs["run_dir"], strict=True):
-        frame = _read_parquet(Path(run_dir) / "metrics.parquet")
-        if frame is None:
-            records = _read_log(Path(run_dir) / "log.jsonl")
-            scalars = [
-                {k: v for k, v in r.items() if not isinstance(v, (dict, list))} for r in records
-            ]
-            frame = pd.DataFrame(scalars) if scalars else None
+        frame = runfolder.read_metrics(run_dir)
         if frame is not None and not frame.empty:
             frames.append(frame.assign(hash=hash_))
     if not frames:
@@ -139,42 +133,12 @@ def load_layers(runs: pd.DataFrame) -> pd.DataFrame:
     """
     frames = []
     for hash_, run_dir in zip(runs["hash"], runs["run_dir"], strict=True):
-        frame = _read_parquet(Path(run_dir) / "layers.parquet")
-        if frame is None:
-            rows = []
-            for record in _read_log(Path(run_dir) / "log.jsonl"):
-                for layer, values in (record.get("layers") or {}).items():
-                    rows.append(
-                        {"epoch": record.get("epoch"), "step": record.get("step"), "layer": layer}
-                        | values
-                    )
-            frame = pd.DataFrame(rows) if rows else None
+        frame = runfolder.read_layers(run_dir)
         if frame is not None and not frame.empty:
             frames.append(frame.assign(hash=hash_))
     if not frames:
         return pd.DataFrame(columns=["hash", "epoch", "layer"])
     return _hash_first(pd.concat(frames, ignore_index=True))
-
-
-def _read_parquet(path: Path) -> pd.DataFrame | None:
-    if not path.is_file():
-        return None
-    try:
-        return pd.read_parquet(path)
-    except (OSError, ValueError):  # being rewritten by a running trainer
-        return None
-
-
-def _read_log(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut short by a killed run
-            continue
-    return records
 
 
 def _hash_first(frame: pd.DataFrame) -> pd.DataFrame:
@@ -313,13 +277,15 @@ def seed_disagreement(runs: pd.DataFrame) -> pd.Series:
 def _best_predictions(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, run in runs.iterrows():
-        path = Path(run["run_dir"]) / "predictions.npz"
-        if not path.is_file():
+        try:
+            data = runfolder.read_predictions(
+                run["run_dir"], keys=("best_test_pred", "test_labels")
+            )
+        except FileNotFoundError:  # the run saved no predictions
             continue
-        with np.load(path) as data:
-            if "best_test_pred" not in data:
-                continue
-            pred, labels = data["best_test_pred"], data.get("test_labels")
+        if "best_test_pred" not in data:
+            continue
+        pred, labels = data["best_test_pred"], data.get("test_labels")
         rows.append(
             {
                 "pipeline": run["pipeline"],

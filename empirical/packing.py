@@ -3,30 +3,31 @@
 A sweep of small networks spends most of its time on per-operation overhead, not arithmetic; packing
 K runs into one computation divides that overhead by K. :func:`train_packed` takes configs that
 differ only in :data:`PACKABLE_FIELDS` and writes the same run folders, with the same numbers up to
-float rounding, as calling :func:`~initmem.empirical.train.train` on each (docs/run-format.md).
+float rounding, as calling :func:`~initmem.empirical.trainer.train` on each (docs/run-format.md).
 
-How. Each run keeps its own :class:`~initmem.empirical.train.Trainer` (model, optimizer, generators,
-logs), but its parameters and BatchNorm buffers become views into stacked tensors of shape
-``(K, *shape)`` (:class:`PackedModels`). A training step gathers and augments each run's batch with
-its own generators, runs one packed forward/backward, and hands each run the gradient slice of its
-parameters; each run's optimizer then steps on its own view. Two packed forwards, ``mode``:
+How. Each run keeps its own :class:`~initmem.empirical.trainer.Trainer` (model, optimizer, generators,
+statistics), but its parameters and BatchNorm buffers become views into stacked tensors of shape
+``(K, *shape)`` (:class:`PackedModels`). A training step (:meth:`Pack.train_epoch`) gathers and
+augments each run's batch with its own generators, runs one packed forward/backward, and hands each
+run the gradient slice of its parameters; each run's optimizer then steps on its own view. Two packed
+forwards, ``mode``:
 
 - ``"grouped"`` (default): one network K times as wide, every convolution grouped (``groups=K``),
   BatchNorm over the K x C channels, the head a batched matrix product. Run k owns channel block k,
   so the blocks never mix: the math of K separate networks.
 - ``"vmap"``: ``torch.func.vmap`` of ``functional_call`` over the stacked parameters and buffers.
 
-Whether packing pays depends on the device: see BENCHMARKS.md (benchmark 3) for the measured speed of
-both modes against the same runs one after another. Evaluation, logging and checkpoints stay per run
-(each run's ``train()`` runs in its own thread; the packed epoch runs when all of them are waiting for
-it, and their evaluations run one at a time on the caller's thread, which does all the torch work).
+Evaluation, logging and checkpoints stay per run: each run is a
+:class:`~initmem.empirical.trainer.RunSession`, and :func:`train_sessions` is the loop of
+:func:`~initmem.empirical.trainer.train` for K sessions on one thread, the pack's epoch in place of
+each session's own. Whether packing pays depends on the device: see BENCHMARKS.md (benchmark 3) for
+the measured speed of both modes against the same runs one after another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
-import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,8 +38,8 @@ from torch.func import functional_call, vmap
 
 from .config import RunConfig
 from .data import DataSplits, shared_splits
-from .runlog import RunFiles, RunResult
-from .train import Divergence, Trainer, resolve_device, train
+from .runfolder import RunResult, read_start_step
+from .trainer import Divergence, RunSession, Trainer, resolve_device, train
 
 #: Config fields in which packed runs may differ (everything else must be equal).
 PACKABLE_FIELDS = ("alpha", "seed", "out_dir", "quiet")
@@ -207,7 +208,10 @@ class PackedModels:
                 for t in (*model.parameters(), *model.buffers()):
                     t.data = t.data.clone()
         self.models = [self.models[i] for i in indices]
-        self._restack()
+        if self.models:
+            self._restack()
+        else:  # every model left (say, all diverged at one step)
+            self.params, self.buffers = {}, {}
 
     def forward(self, images: Sequence[torch.Tensor], memory_format=torch.contiguous_format):
         """Logits ``(K, B, out)`` of model k on ``images[k]`` ``(B, C, H, W)``, in train mode (batch
@@ -274,6 +278,13 @@ class Pack:
             torch.compile(self.packed.forward) if config.compile else self.packed.forward
         )
 
+    def leave(self, trainer: Trainer) -> None:
+        """Drop ``trainer`` from the pack; it keeps its current state (in tensors of its own)."""
+        keep = [i for i, t in enumerate(self.trainers) if t is not trainer]
+        if len(keep) < len(self.trainers):
+            self.packed.keep(keep)
+            self.trainers = [self.trainers[i] for i in keep]
+
     def train_epoch(self) -> list[Divergence | None]:
         """One epoch of every trainer still in the pack; returns each one's Divergence (or None) in
         the order of :attr:`trainers`. Diverged trainers leave the pack (their last state is kept)."""
@@ -314,113 +325,9 @@ class Pack:
 
 
 # ==================================================================================== whole runs
-class _Coordinator:
-    """The thread that does a pack's torch work. Each run's train() lives in its own thread; this one
-    (the caller's) runs the packed epoch once every run still training has asked for it, and runs the
-    runs' evaluations one at a time as they ask. Keeping the compute on one thread matters: every thread
-    that enters torch's OpenMP regions gets its own team of threads, and K teams on a few cores made
-    the same evaluations 1.5x slower (BENCHMARKS.md, benchmark 3)."""
-
-    def __init__(self, pack: Pack):
-        self.pack = pack
-        self.cond = threading.Condition()
-        self.active = set(id(t) for t in pack.trainers)
-        self.waiting: set[int] = set()
-        self.calls: deque[tuple[int, Callable[[], Any]]] = deque()
-        self.answers: dict[int, tuple[bool, Any]] = {}  # run -> (ok, value or exception)
-
-    def _ask(self, trainer: Trainer) -> Any:
-        """Wait (holding ``cond``) for the answer to ``trainer``'s request; return it or raise it."""
-        self.cond.notify_all()
-        self.cond.wait_for(lambda: id(trainer) in self.answers)
-        ok, value = self.answers.pop(id(trainer))
-        if not ok:
-            raise value
-        return value
-
-    def request_epoch(self, trainer: Trainer) -> Divergence | None:
-        with self.cond:
-            self.waiting.add(id(trainer))
-            return self._ask(trainer)
-
-    def call(self, trainer: Trainer, fn: Callable[[], Any]) -> Any:
-        """``fn()`` run on the coordinator's thread, for ``trainer``'s thread."""
-        with self.cond:
-            self.calls.append((id(trainer), fn))
-            return self._ask(trainer)
-
-    def leave(self, trainer: Trainer) -> None:
-        with self.cond:
-            self.active.discard(id(trainer))
-            self.waiting.discard(id(trainer))
-            self.cond.notify_all()
-
-    def serve(self) -> None:
-        while True:
-            with self.cond:
-                self.cond.wait_for(
-                    lambda: self.calls or not self.active or self.active <= self.waiting
-                )
-                call = self.calls.popleft() if self.calls else None
-                if call is None and not self.active:
-                    return
-                if call is None:
-                    self.waiting.clear()
-            answers = self._run_call(*call) if call is not None else self._run_epoch()
-            with self.cond:
-                self.answers.update(answers)
-                self.cond.notify_all()
-
-    @staticmethod
-    def _run_call(key: int, fn: Callable[[], Any]) -> dict[int, tuple[bool, Any]]:
-        try:
-            return {key: (True, fn())}
-        except BaseException as err:  # noqa: BLE001 - raised in the run's thread
-            return {key: (False, err)}
-
-    def _run_epoch(self) -> dict[int, tuple[bool, Any]]:
-        members = [t for t in self.pack.trainers if id(t) in self.active]
-        if len(members) != len(self.pack.trainers):  # some left (diverged elsewhere or failed)
-            positions = {id(t): i for i, t in enumerate(self.pack.trainers)}
-            self.pack.packed.keep([positions[id(t)] for t in members])
-            self.pack.trainers = members
-        try:
-            outcomes = self.pack.train_epoch()
-        except Exception as err:  # noqa: BLE001 - handed to every run's thread
-            return {id(t): (False, err) for t in members}
-        return {id(t): (True, outcome) for t, outcome in zip(members, outcomes, strict=True)}
-
-
-class PackMember(Trainer):
-    """A run's Trainer inside a pack: its epochs are the pack's, its evaluations run on the pack's
-    thread one at a time, and its checkpoint holds its own tensors (not views of the whole stack)."""
-
-    coordinator: _Coordinator | None = None
-
-    def train_epoch(self) -> Divergence | None:
-        if self.coordinator is None:
-            return super().train_epoch()
-        return self.coordinator.request_epoch(self)
-
-    def evaluate(self, wall_time: float):
-        if self.coordinator is None:
-            return super().evaluate(wall_time)
-        return self.coordinator.call(self, lambda: super(PackMember, self).evaluate(wall_time))
-
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        state["model"] = {k: v.clone() for k, v in state["model"].items()}
-        return state
-
-
 def _start_step(config: RunConfig) -> int | None:
     """Where ``train(config)`` would start: None (finished), the step in ``last.pt``, or 0."""
-    files = RunFiles(config.out_dir)
-    if files.path("result.json").is_file():
-        return None
-    if files.path("last.pt").is_file():
-        return int(files.load_torch("last.pt")["trainer"]["step"])
-    return 0
+    return read_start_step(config.out_dir)
 
 
 def train_packed(
@@ -438,7 +345,7 @@ def train_packed(
     (runs resuming from different steps are packed in separate groups, one group after another; a group
     of one is trained by :func:`train` alone). ``mode``: :data:`PACK_MODES`. ``data``: splits already
     loaded for these configs; ``download`` as in :func:`train`. If any run fails, raises the first
-    run's exception after every other run has finished.
+    run's exception after every other run of its group has finished.
     """
     configs = list(configs)
     check_packable(configs)
@@ -457,44 +364,57 @@ def train_packed(
             for i in indices:
                 results[i] = train(configs[i], resume=resume, data=data, download=download)
             continue
-        results.update(_train_group([configs[i] for i in indices], indices, mode, data, resume))
+        sessions = [RunSession.begin(configs[i], resume=resume, data=data) for i in indices]
+        train_sessions(sessions, mode)
+        results.update(zip(indices, (s.result for s in sessions), strict=True))
     return [results[i] for i in range(len(configs))]
 
 
-def _train_group(configs, indices, mode, data, resume) -> dict[int, RunResult]:
-    trainers = [PackMember(config, data) for config in configs]
-    coordinator = _Coordinator(Pack(trainers, mode))
-    for trainer in trainers:
-        trainer.coordinator = coordinator
-    results: dict[int, RunResult] = {}
-    errors: list[BaseException] = []
+def train_sessions(sessions: Sequence[RunSession], mode: str = "grouped") -> None:
+    """The loop of :func:`train` for sessions at one step, on this thread, their epochs trained as one
+    :class:`Pack`; each session keeps its own evaluations, checkpoints and result (``session.result``).
 
-    def run(position: int) -> None:
-        # This thread's own torch work (checkpoints) is light. Give it one OpenMP thread: a thread that
-        # enters a parallel region gets a team of its own, and with K idle teams on a few cores the
-        # OpenMP runtime stops spinning, which made the packed epochs 1.4x slower (BENCHMARKS.md, 3).
-        torch.set_num_threads(1)
+    A run that diverges leaves the pack at that step and finishes as alone. A run whose own work (an
+    evaluation, a checkpoint) raises leaves the pack too; the others go on, and the first such
+    exception is raised once they have finished.
+    """
+    todo = [s for s in sessions if s.result is None]
+    if not todo:
+        return
+    pack = Pack([s.trainer for s in todo], mode)
+    errors: list[Exception] = []
+
+    def attempt(session: RunSession, work: Callable[[RunSession], Any]) -> None:
         try:
-            results[indices[position]] = train(
-                configs[position], resume=resume, data=data, trainer=trainers[position]
-            )
-        except BaseException as err:  # noqa: BLE001 - re-raised by the caller's thread
+            work(session)
+        except Exception as err:  # noqa: BLE001 - raised once the others have finished
             errors.append(err)
-        finally:
-            coordinator.leave(trainers[position])
+            stop(session)
 
-    threads = [
-        threading.Thread(target=run, args=(p,), name=f"packed-run-{p}", daemon=True)
-        for p in range(len(configs))
-    ]
-    for thread in threads:
-        thread.start()
-    coordinator.serve()
-    for thread in threads:
-        thread.join()
+    def stop(session: RunSession) -> None:
+        if session in todo:
+            todo.remove(session)
+            pack.leave(session.trainer)
+
+    with contextlib.ExitStack() as running:
+        for session in list(todo):
+            if session.at_init:
+                attempt(session, RunSession.evaluate)
+            running.enter_context(session.running())
+        while todo:
+            members = list(pack.trainers)
+            divergences = dict(zip(map(id, members), pack.train_epoch(), strict=True))
+            for session in list(todo):
+                divergence = divergences[id(session.trainer)]
+                if divergence is None:
+                    attempt(session, RunSession.end_epoch)
+                if session in todo and (divergence is not None or session.done):
+                    todo.remove(
+                        session
+                    )  # a diverged run has left the pack; the others end together
+                    attempt(session, lambda s, d=divergence: s.finish(d))
     if errors:
         raise errors[0]
-    return results
 
 
 __all__ = [
@@ -502,9 +422,9 @@ __all__ = [
     "PACKABLE_FIELDS",
     "PACK_MODES",
     "Pack",
-    "PackMember",
     "PackedModels",
     "check_packable",
     "train_packed",
+    "train_sessions",
     "widen",
 ]

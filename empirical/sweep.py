@@ -36,29 +36,32 @@ Locks and shared file systems: ``flock`` works across processes of one machine. 
 (mounted with ``flock``) Linux maps it to byte-range locks that also work across nodes; on file systems
 without lock support, do not point two independent sweep drivers at one folder. The submitit backend
 gives each array task its own runs, so there the lock is a second safety net.
+
+Who does what: this module parses the sweep file, writes and reads the sweep folder's manifest and
+drives a sweep (:func:`run_sweep`); :mod:`~initmem.empirical.backends` schedules its tasks,
+:mod:`~initmem.empirical.workers` runs each one on a worker, and :mod:`~initmem.empirical.runfolder`
+owns each run's folder (its lock, state, result and failure record).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
+import difflib
 import importlib
 import importlib.resources
 import itertools
 import json
 import math
-import os
-import socket
 import sys
-import time
-import traceback
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from initmem.empirical.config import ConfigError, RunConfig
+from . import backends, runfolder
+from .config import ConfigError, RunConfig
+from .workers import DEFAULT_TRAINER, resolve_trainer
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,12 +72,7 @@ else:  # pragma: no cover
 SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep")
 #: Keys of the optional ``[sweep]`` table (sweep-level options; the command line overrides them).
 SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit")
-BACKENDS = ("local", "submitit", "ray")
-#: The trainer a sweep calls on each run unless told otherwise (``module:function``).
-DEFAULT_TRAINER = "initmem.empirical.train:train"
-#: Run states. Finished runs are ``completed`` or ``diverged`` (their result.json exists).
-FINISHED_STATES = ("completed", "diverged")
-RUN_STATES = ("completed", "diverged", "running", "failed", "pending")
+BACKENDS = tuple(backends.BACKENDS)
 
 
 class SweepError(ValueError):
@@ -307,8 +305,6 @@ def _check_fields(where: str, values: dict[str, Any]) -> None:
     known = RunConfig.field_names()
     for key in values:
         if key not in known:
-            import difflib
-
             hint = difflib.get_close_matches(key, known, n=1)
             raise SweepError(
                 f"{where}: unknown config field '{key}'"
@@ -386,8 +382,8 @@ def prepare_sweep(
                 "finished runs, or choose another output folder"
             )
     (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
-    write_atomic(sweep_dir / "sweep.toml", spec.source or spec.to_toml())
-    write_atomic(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    runfolder.write_atomic(sweep_dir / "sweep.toml", spec.source or spec.to_toml())
+    runfolder.write_atomic(manifest_path, json.dumps(manifest, indent=1) + "\n")
     return runs
 
 
@@ -401,85 +397,6 @@ def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
         config = RunConfig.from_dict(entry["config"], validate=False)
         runs.append(SweepRun(entry["hash"], entry["variant"], config))
     return runs
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write a text file so that readers see the old or the new content, never a part (temp + rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-# ====================================================================== per-run locks and state
-@contextlib.contextmanager
-def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
-    """Hold the run's lock (``run_dir/.lock``) for the block; yields False if another process holds it.
-
-    ``fcntl.flock`` is released by the kernel when the holder exits, however it dies. A short
-    ``wait_s`` rides over a status probe that holds the lock for a moment.
-    """
-    path = Path(run_dir) / ".lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        acquired = False
-        deadline = time.monotonic() + wait_s
-        while not acquired:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                acquired = True
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-        if acquired:
-            os.ftruncate(fd, 0)
-            os.write(
-                fd, f"{socket.gethostname()} pid {os.getpid()} since {time.ctime()}\n".encode()
-            )
-        yield acquired
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
-def lock_is_held(run_dir: str | Path) -> bool:
-    """True if some process holds the run's lock (a brief non-blocking probe)."""
-    path = Path(run_dir) / ".lock"
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def read_result(run_dir: str | Path) -> dict[str, Any] | None:
-    """The run's result.json as a dict, or None if the run has not finished."""
-    path = Path(run_dir) / "result.json"
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text())
-
-
-def run_state(run_dir: str | Path) -> str:
-    """One of :data:`RUN_STATES`: finished (completed/diverged), running (locked), failed, pending."""
-    result = read_result(run_dir)
-    if result is not None:
-        return str(result.get("status", "completed"))
-    if lock_is_held(run_dir):
-        return "running"
-    if (Path(run_dir) / "error.txt").is_file():
-        return "failed"
-    return "pending"
 
 
 @dataclass(frozen=True)
@@ -515,130 +432,24 @@ class SweepStatus:
 
 def sweep_status(sweep_dir: str | Path) -> SweepStatus:
     """Count the run states of a sweep folder (reads result.json files and probes the locks)."""
-    counts = dict.fromkeys(RUN_STATES, 0)
+    counts = dict.fromkeys(runfolder.RUN_STATES, 0)
     resumable = 0
     failures = []
     for run in read_manifest(sweep_dir):
         run_dir = run.run_dir(sweep_dir)
-        state = run_state(run_dir)
+        state = runfolder.run_state(run_dir)
         counts[state if state in counts else "completed"] += 1
-        if state == "pending" and (run_dir / "last.pt").is_file():
+        if state == "pending" and runfolder.has_checkpoint(run_dir):
             resumable += 1
         if state == "failed":
-            failures.append((run.hash, run.variant, _first_error_line(run_dir)))
+            failures.append((run.hash, run.variant, runfolder.failure_message(run_dir)))
     return SweepStatus(
         total=sum(counts.values()), resumable=resumable, failures=tuple(failures), **counts
     )
 
 
-def _first_error_line(run_dir: Path) -> str:
-    lines = (run_dir / "error.txt").read_text().strip().splitlines()
-    return lines[-1] if lines else ""
-
-
-# ====================================================================== one run, on a worker
-def resolve_trainer(trainer: str | Callable[[RunConfig], Any]) -> Callable[[RunConfig], Any]:
-    """A trainer given as ``module:function`` (or a callable) -> the callable."""
-    if callable(trainer):
-        return trainer
-    module_name, sep, attr = str(trainer).partition(":")
-    if not sep or not module_name or not attr:
-        raise SweepError(f"trainer must look like module:function (got {trainer!r})")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise SweepError(f"cannot load trainer {trainer!r}: {err}") from None
-
-
-def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER) -> dict[str, Any]:
-    """Train one run of a sweep under its lock.
-
-    Skips a finished run, resumes an unfinished one (the trainer reads ``last.pt``), records an
-    exception in ``error.txt`` (status ``failed``) instead of raising. Returns an outcome dict:
-    ``hash``, ``status`` (completed, diverged, failed, or ``locked`` when another process holds the
-    run), ``message``, ``wall_s``.
-    """
-    start = time.monotonic()
-    run_dir = Path(task["run_dir"])
-    with run_lock(run_dir) as acquired:
-        if not acquired:
-            return _locked_outcome(task)
-        result = read_result(run_dir)
-        if result is None:
-            (run_dir / "error.txt").unlink(missing_ok=True)  # a retry of a failed run
-            try:
-                config = RunConfig.from_dict(task["config"])
-                returned = resolve_trainer(trainer)(config)
-                result = read_result(run_dir)
-                if result is None:  # a trainer that does not write result.json itself
-                    result = _result_dict(returned, task)
-                    write_atomic(run_dir / "result.json", json.dumps(result, indent=1) + "\n")
-            except Exception:
-                record_failure(task, traceback.format_exc())
-                return _failed_outcome(task, start)
-        return _finished_outcome(task, result, start)
-
-
-def execute_pack(task: dict[str, Any]) -> list[dict[str, Any]]:
-    """Train the runs of a packed task (:func:`pack_tasks`) together with
-    :func:`~initmem.empirical.packing.train_packed` (grouped convolutions), each under its lock.
-
-    Runs held by another process are reported ``locked``, finished runs are skipped, the others are
-    trained (or resumed) as one pack. A run left without ``result.json`` (an exception in the pack)
-    gets ``error.txt``. Returns one outcome per run, in the pack's order (see :func:`execute_run`).
-    """
-    from initmem.empirical.packing import train_packed
-
-    start = time.monotonic()
-    members = task["pack"]
-    outcomes: dict[str, dict[str, Any]] = {}
-    with contextlib.ExitStack() as locks:
-        todo = []
-        for member in members:
-            run_dir = Path(member["run_dir"])
-            if not locks.enter_context(run_lock(run_dir)):
-                outcomes[member["hash"]] = _locked_outcome(member)
-            elif (result := read_result(run_dir)) is not None:
-                outcomes[member["hash"]] = _finished_outcome(member, result, start)
-            else:
-                (run_dir / "error.txt").unlink(missing_ok=True)  # a retry of a failed run
-                todo.append(member)
-        error = ""
-        if todo:
-            try:
-                train_packed([RunConfig.from_dict(m["config"]) for m in todo], mode="grouped")
-            except Exception:
-                error = traceback.format_exc()
-        for member in todo:
-            result = read_result(member["run_dir"])
-            if result is None:
-                record_failure(member, error or "the packed run ended without a result")
-                outcomes[member["hash"]] = _failed_outcome(member, start)
-            else:
-                outcomes[member["hash"]] = _finished_outcome(member, result, start)
-    return [outcomes[m["hash"]] for m in members]
-
-
-def execute_task(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER) -> list[dict]:
-    """What every backend calls on its workers: :func:`execute_pack` for a packed task, else
-    :func:`execute_run`; a list of outcomes, one per run."""
-    if "pack" in task:
-        return execute_pack(task)
-    return [execute_run(task, trainer)]
-
-
-def task_runs(task: dict[str, Any]) -> list[dict[str, Any]]:
-    """The run tasks of a task: the members of a packed task, else the task itself."""
-    return list(task.get("pack", [task]))
-
-
-def fail_task(task: dict[str, Any], text: str) -> list[dict[str, Any]]:
-    """:func:`record_failure` for every run of a task (a dead worker, a cluster error)."""
-    return [record_failure(run, text) for run in task_runs(task)]
-
-
 def pack_tasks(tasks: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
-    """Group run tasks into packed tasks of up to ``size`` runs for :func:`execute_pack`.
+    """Group run tasks into packed tasks of up to ``size`` runs for :func:`~.workers.execute_pack`.
 
     Runs are packed when they share their variant and every config field but those that packed runs
     may differ in (``alpha``, ``seed``, ``out_dir``: ``packing.PACKABLE_FIELDS``), in the order of
@@ -647,7 +458,7 @@ def pack_tasks(tasks: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
     """
     if size <= 1:
         return list(tasks)
-    from initmem.empirical.packing import PACKABLE_FIELDS
+    from .packing import PACKABLE_FIELDS  # the training stack (torch): only packed sweeps need it
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for task in tasks:
@@ -671,57 +482,6 @@ def pack_tasks(tasks: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
     return packed
 
 
-def _locked_outcome(task: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "hash": task["hash"],
-        "variant": task["variant"],
-        "status": "locked",
-        "message": "another process holds the run",
-    }
-
-
-def _failed_outcome(task: dict[str, Any], start: float) -> dict[str, Any]:
-    return {
-        "hash": task["hash"],
-        "variant": task["variant"],
-        "status": "failed",
-        "message": _first_error_line(Path(task["run_dir"])),
-        "wall_s": time.monotonic() - start,
-    }
-
-
-def _finished_outcome(task: dict[str, Any], result: dict[str, Any], start: float) -> dict[str, Any]:
-    return {
-        "hash": task["hash"],
-        "variant": task["variant"],
-        "status": str(result.get("status", "completed")),
-        "message": str(result.get("reason") or ""),
-        "wall_s": time.monotonic() - start,
-    }
-
-
-def record_failure(task: dict[str, Any], text: str) -> dict[str, Any]:
-    """Write ``error.txt`` for a run that failed (exception, dead worker, cluster error)."""
-    run_dir = Path(task["run_dir"])
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / "error.txt", text.rstrip() + "\n")
-    last = text.strip().splitlines()[-1] if text.strip() else ""
-    return {"hash": task["hash"], "variant": task["variant"], "status": "failed", "message": last}
-
-
-def _result_dict(returned: Any, task: dict[str, Any]) -> dict[str, Any]:
-    if dataclasses.is_dataclass(returned) and not isinstance(returned, type):
-        values = dataclasses.asdict(returned)
-    elif isinstance(returned, dict):
-        values = dict(returned)
-    else:
-        values = {}
-    values.setdefault("status", "completed")
-    values.setdefault("hash", task["hash"])
-    values.setdefault("run_dir", task["run_dir"])
-    return values
-
-
 # ====================================================================== the driver
 def run_sweep(
     spec: SweepSpec | str | Path,
@@ -742,20 +502,21 @@ def run_sweep(
     arrays, ``workers`` = the cap on parallel array tasks) or ``ray``. Arguments left as None take the
     sweep file's ``[sweep]`` options, then the defaults. ``runs_per_gpu`` runs share one GPU.
     ``pack`` > 1 trains up to that many runs that differ only in alpha and seed as one packed
-    computation (:func:`pack_tasks`, :func:`execute_pack`; default 1: no packing): worth it where one
+    computation (:func:`pack_tasks`, :func:`~.workers.execute_pack`; default 1: no packing): worth it where one
     run leaves the device idle (a GPU, or a CPU worker with several threads; BENCHMARKS.md, 3).
     ``trainer`` is ``module:function`` (or a picklable callable) taking a RunConfig and writing the
     run folder. Failed and diverged runs are recorded and the sweep goes on; failed runs are retried
-    by the next call. Invalid sweeps raise SweepError before anything runs.
+    by the next call. Invalid sweeps raise SweepError before anything runs, and so do a backend whose
+    package is not installed and a trainer that cannot be loaded.
     """
-    from initmem.empirical import backends
-
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_file(spec)
     options = spec.options
     backend = backend or options.get("backend", "local")
     if backend not in BACKENDS:
         raise SweepError(f"backend must be one of {list(BACKENDS)} (got {backend!r})")
+    if (missing := backends.missing_package(backend)) is not None:
+        raise SweepError(missing)
     workers = workers if workers is not None else options.get("workers")
     runs_per_gpu = runs_per_gpu if runs_per_gpu is not None else options.get("runs_per_gpu", 1)
     if workers is not None and (not isinstance(workers, int) or workers < 1):
@@ -765,13 +526,17 @@ def run_sweep(
     pack = pack if pack is not None else options.get("pack", 1)
     if not isinstance(pack, int) or isinstance(pack, bool) or pack < 1:
         raise SweepError(f"pack must be a positive integer (got {pack!r})")
-    if pack > 1 and trainer != DEFAULT_TRAINER:
+    try:
+        trainer_function = resolve_trainer(trainer)  # fail now, not on every worker
+    except (ValueError, ImportError, AttributeError) as err:
+        raise SweepError(f"cannot load trainer {trainer!r}: {err}") from None
+    if pack > 1 and trainer_function is not resolve_trainer(DEFAULT_TRAINER):
         raise SweepError(f"pack > 1 trains with initmem's own trainer; got trainer {trainer!r}")
-    if isinstance(trainer, str):
-        resolve_trainer(trainer)  # fail now, not on every worker
     runs = prepare_sweep(spec, sweep_dir, update=update)
     unfinished = [
-        r.task(sweep_dir) for r in runs if run_state(r.run_dir(sweep_dir)) not in FINISHED_STATES
+        r.task(sweep_dir)
+        for r in runs
+        if runfolder.run_state(r.run_dir(sweep_dir)) not in runfolder.FINISHED_STATES
     ]
     todo = pack_tasks(unfinished, pack)
     extra = dict(backend_options or {})
@@ -780,7 +545,7 @@ def run_sweep(
     if backend == "submitit":
         extra = {**options.get("submitit", {}), **extra}
 
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # about 0.1 s; parsing a sweep and its status show no bar
 
     counts = {"diverged": 0, "failed": 0, "locked": 0}
     by_hash = {r.hash: r for r in runs}
@@ -794,8 +559,7 @@ def run_sweep(
         dynamic_ncols=True,
     )
     try:
-        run_backend = backends.get_backend(backend)
-        for outcome in run_backend(
+        for outcome in backends.get_backend(backend)(
             todo,
             trainer=trainer,
             workers=workers,
@@ -827,12 +591,41 @@ def _outcome_line(
     line = f"{outcome['status']:<9} {run.variant} {point}"
     if outcome["status"] == "failed":
         return f"{line}: {outcome.get('message', '')}"
-    result = read_result(run.run_dir(sweep_dir)) or {}
+    result = runfolder.read_result(run.run_dir(sweep_dir)) or {}
     test, train = result.get("test_acc"), result.get("final_train_acc")
     if isinstance(test, (int, float)) and isinstance(train, (int, float)):
         line += f": test {100 * test:.1f}%, train {100 * train:.1f}%"
     wall = outcome.get("wall_s")
     return line + (f" ({wall:.0f} s)" if isinstance(wall, (int, float)) else "")
+
+
+#: Names that moved out of this module: still importable from here, with a DeprecationWarning.
+_MOVED = dict.fromkeys(
+    (
+        "FINISHED_STATES",
+        "RUN_STATES",
+        "lock_is_held",
+        "read_result",
+        "run_lock",
+        "run_state",
+        "write_atomic",
+    ),
+    "runfolder",
+) | dict.fromkeys(
+    ("execute_pack", "execute_run", "execute_task", "fail_task", "record_failure", "task_runs"),
+    "workers",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        warnings.warn(
+            f"initmem.empirical.sweep.{name} moved to initmem.empirical.{_MOVED[name]}.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(f"{__package__}.{_MOVED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
@@ -843,22 +636,11 @@ __all__ = [
     "SweepSpec",
     "SweepStatus",
     "Variant",
-    "execute_pack",
-    "execute_run",
-    "execute_task",
-    "fail_task",
     "list_presets",
-    "lock_is_held",
     "pack_tasks",
     "preset_text",
     "prepare_sweep",
     "read_manifest",
-    "read_result",
-    "record_failure",
-    "run_lock",
-    "run_state",
     "run_sweep",
     "sweep_status",
-    "task_runs",
-    "write_atomic",
 ]

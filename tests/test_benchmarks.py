@@ -55,10 +55,10 @@ def check_entry(entry: dict) -> None:
 
 
 def test_quick_run_writes_the_schema(tmp_path):
-    """The flops and sweep groups, and benchmarks/gpu.py's three parts at tiny sizes on the CPU,
+    """The flops, sweep and cli groups, and benchmarks/gpu.py's three parts at tiny sizes on the CPU,
     reported as not measured (its parts call the throughput and packing benchmarks, so their code
     runs too). The NTK group, which starts JAX, runs in the slow test below."""
-    entries = run_quick(tmp_path, ["flops", "sweep", "gpu"])
+    entries = run_quick(tmp_path, ["flops", "sweep", "cli", "gpu"])
     for entry in entries:
         check_entry(entry)
     names = [e["name"] for e in entries]
@@ -71,6 +71,10 @@ def test_quick_run_writes_the_schema(tmp_path):
     )
     sweep = next(e for e in entries if e["name"] == "sweep_overhead")["figures"]
     assert sweep["runs_timed"] == 1 and 0 < sweep["compute_s"] < sweep["sweep_wall_s"]
+    cli = {e["name"]: e["figures"] for e in entries if e["name"].startswith("cli_startup_")}
+    assert sorted(cli) == ["cli_startup_help", "cli_startup_status"]
+    assert cli["cli_startup_status"]["runs_in_folder"] == 24  # the demo preset's runs
+    assert cli["cli_startup_help"]["help_s"] > 0 and cli["cli_startup_status"]["status_s"] > 0
     gpu = [e for e in entries if e["name"].startswith("gpu_smoke_")]
     assert {e["name"] for e in gpu} == {
         "gpu_smoke_gpu_resnet9_w0.0625_b16_eager",
@@ -85,7 +89,7 @@ def test_quick_run_writes_the_schema(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_of_every_benchmark(tmp_path):
-    entries = run_quick(tmp_path, ["throughput", "flops", "packing", "ntk", "sweep", "gpu"])
+    entries = run_quick(tmp_path, ["throughput", "flops", "packing", "ntk", "sweep", "cli", "gpu"])
     for entry in entries:
         check_entry(entry)
     names = {e["name"] for e in entries}

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from initmem.cli import fail
+from initmem.cli import SUBCOMMANDS, fail
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bridge",
-        help="measured vs predicted forgetting of a sweep folder: tables (CSV, Markdown) and figures",
+        help=SUBCOMMANDS["bridge"],
         description="Measures how fast each pipeline forgets alpha (norm memory, accuracy spread, "
         "prediction disagreement; bootstrap over seeds), computes the theory's prediction for the "
         "same runs (accumulated regularization, normalized-weight laws, the exact SGD identity), fits "

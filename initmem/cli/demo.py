@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from initmem.cli import fail
+from initmem.cli import SUBCOMMANDS, fail
 
 #: Variant names of the demo preset's three pipelines (the verdict compares them).
 LOW_LR_SGD, ADAM, SGD_L2 = "sgd-low-lr", "adam", "sgd-l2"
@@ -22,7 +22,7 @@ QUICK_GRID = {"alpha": [0.5, 2.0], "seed": [0]}
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="run the CPU-sized demo sweep and write its report",
+        help=SUBCOMMANDS["demo"],
         description="The 'demo' preset (Fashion-MNIST, small ResNet-9, low-lr SGD vs Adam vs "
         "SGD + L2 across init scales) on this machine, then its report.",
     )

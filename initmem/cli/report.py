@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from initmem.cli import fail
+from initmem.cli import SUBCOMMANDS, fail
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report",
-        help="write DIR/report.md and DIR/figures/*.png for a sweep folder",
+        help=SUBCOMMANDS["report"],
         description="Spread of test accuracy across alpha per pipeline, disagreement, interpolation, "
         "accuracy against alpha, training curves and per-layer effective learning rates.",
     )

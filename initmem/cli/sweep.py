@@ -13,13 +13,13 @@ import argparse
 import json
 import sys
 
-from initmem.cli import fail
+from initmem.cli import SUBCOMMANDS, fail
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sweep",
-        help="run a grid of training runs (resumable), show its status, list presets",
+        help=SUBCOMMANDS["sweep"],
         description="Sweeps: one TOML file -> one folder of runs keyed by config hash.",
     )
     commands = parser.add_subparsers(dest="sweep_command", metavar="ACTION")
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--trainer",
         default=None,
         metavar="MODULE:FUNC",
-        help="training function taking a RunConfig (default: initmem.empirical.train:train)",
+        help="training function taking a RunConfig (default: initmem.empirical.trainer:train)",
     )
     run.add_argument(
         "--update",

@@ -17,7 +17,7 @@ import argparse
 import json
 import math
 
-from initmem.cli import add_config_arguments, fail
+from initmem.cli import SUBCOMMANDS, add_config_arguments, fail
 
 #: Fan-in used when the model cannot be built and no --fan-in is given (a 64-channel 3x3 conv).
 FALLBACK_FAN_IN = 576
@@ -26,7 +26,7 @@ FALLBACK_FAN_IN = 576
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "theory",
-        help="predicted forgetting time of the init scale for a training config",
+        help=SUBCOMMANDS["theory"],
         description="Every mechanism's predicted forgetting time of alpha (vs 1) for a run config, "
         "in steps and epochs, and which one dominates (initmem.theory.forgetting).",
     )

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 
-from initmem.cli import add_config_arguments, fail
+from initmem.cli import SUBCOMMANDS, add_config_arguments, fail
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train one network and write its run folder",
+        help=SUBCOMMANDS["train"],
         description="Train one run (docs/run-format.md). Fields not in the file or --set keep "
         "their defaults (see initmem.empirical.RunConfig).",
     )
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     """Train the configured run; print its result. Returns 0 (completed or diverged) or 2 (bad input)."""
     from initmem.empirical.config import ConfigError, RunConfig
     from initmem.empirical.data import DataNotFoundError
-    from initmem.empirical.train import RunFolderError, train
+    from initmem.empirical.trainer import RunFolderError, train
 
     overrides = list(args.overrides)
     if args.out:

@@ -25,7 +25,8 @@ from initmem.empirical.memory import (
     seed_disagreement,
     spread_table,
 )
-from initmem.empirical.sweep import SweepSpec, prepare_sweep, run_lock
+from initmem.empirical.runfolder import run_lock
+from initmem.empirical.sweep import SweepSpec, prepare_sweep
 
 N_TEST = 200
 LABELS = np.arange(N_TEST) % 10

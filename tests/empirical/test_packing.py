@@ -24,7 +24,7 @@ from initmem.empirical.packing import (
     widen,
 )
 from initmem.empirical.runlog import read_log, read_predictions
-from initmem.empirical.train import train
+from initmem.empirical.trainer import train
 
 RTOL = 1e-4
 ATOL = 1e-6
@@ -136,6 +136,19 @@ def test_a_diverging_run_leaves_the_pack_and_the_others_go_on(tiny_config):
             a.epochs_run,
         )
     assert_same_run(solo[0].run_dir, packed[0].run_dir)
+
+
+def test_a_pack_whose_runs_all_diverge_at_one_step_ends_them_as_alone(tiny_config):
+    """alpha = 1000 and 2000 both exceed max_weight_norm at the first check (step 4): each run ends
+    diverged at that step, as alone (the pack empties at once; it used to fail on an empty stack)."""
+    configs = [tiny_config(alpha=a, lr=LR, max_weight_norm=500.0) for a in (1000.0, 2000.0)]
+    solo = [train(c.replace(out_dir=f"{c.out_dir}-solo")) for c in configs]
+    packed = train_packed(configs)
+    for a, b in zip(solo, packed, strict=True):
+        assert (a.status, a.steps_run, a.diverged_step, a.epochs_run) == ("diverged", 4, 4, 0)
+        assert (b.status, b.steps_run, b.diverged_step, b.epochs_run) == ("diverged", 4, 4, 0)
+        assert b.reason.startswith("weight norm") and b.best_val_acc == a.best_val_acc
+        assert [r["epoch"] for r in read_log(b.run_dir)] == [0]
 
 
 def test_finished_runs_are_returned_and_the_rest_are_trained(solo_runs, tiny_config):

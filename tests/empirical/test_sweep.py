@@ -19,22 +19,18 @@ from pathlib import Path
 import pytest
 
 from initmem.empirical.config import RunConfig
+from initmem.empirical.runfolder import lock_is_held, run_lock, run_state, write_atomic
 from initmem.empirical.sweep import (
     SweepError,
     SweepSpec,
-    execute_pack,
-    execute_run,
     list_presets,
-    lock_is_held,
     pack_tasks,
     prepare_sweep,
     read_manifest,
-    run_lock,
-    run_state,
     run_sweep,
     sweep_status,
-    write_atomic,
 )
+from initmem.empirical.workers import execute_pack, execute_run
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = "tests.empirical.test_sweep:fake_train"
@@ -324,7 +320,7 @@ def test_trainer_result_is_written_when_the_trainer_does_not(tmp_path):
 # ====================================================================== locks
 def _try_lock_in_child(run_dir: Path) -> bool:
     code = (
-        "import sys; from initmem.empirical.sweep import run_lock\n"
+        "import sys; from initmem.empirical.runfolder import run_lock\n"
         f"with run_lock({str(run_dir)!r}, wait_s=0.1) as ok: sys.exit(0 if ok else 3)"
     )
     return subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
@@ -343,7 +339,7 @@ def test_a_run_lock_excludes_other_processes_and_dies_with_its_holder(tmp_path):
         [
             sys.executable,
             "-c",
-            "import time; from initmem.empirical.sweep import run_lock\n"
+            "import time; from initmem.empirical.runfolder import run_lock\n"
             f"with run_lock({str(run_dir)!r}) as ok:\n    print(ok, flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -363,7 +359,7 @@ def test_execute_run_skips_a_locked_run(tmp_path):
     task = run.task(tmp_path)
     with run_lock(task["run_dir"]):
         code = (
-            "import json, sys; from initmem.empirical.sweep import execute_run\n"
+            "import json, sys; from initmem.empirical.workers import execute_run\n"
             f"print(json.dumps(execute_run(json.loads(sys.argv[1]), {FAKE!r})))"
         )
         out = subprocess.run(
@@ -534,7 +530,7 @@ def test_cached_data_gives_the_numbers_of_a_fresh_run(tmp_path):
 
     from initmem.empirical import data as data_module
     from initmem.empirical.data import write_cifar10_fixture
-    from initmem.empirical.train import train
+    from initmem.empirical.trainer import train
 
     write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
     spec = SweepSpec.from_toml(TINY.format(data=tmp_path / "data"))

@@ -20,7 +20,7 @@ from initmem.empirical.optim import (
     set_lr,
 )
 from initmem.empirical.runlog import RunResult, load_result, read_log, read_predictions
-from initmem.empirical.train import RunFolderError, train
+from initmem.empirical.trainer import RunFolderError, train
 
 SCALAR_KEYS = {
     "epoch",

@@ -1,0 +1,768 @@
+"""One training run: ``train(config) -> RunResult``, writing the run folder of docs/run-format.md.
+
+The loop
+--------
+:func:`train` is the whole story of a run, in the spirit of Flax's ``examples/mnist/train.py``::
+
+    session = RunSession.begin(config)   open the run folder: fresh, or resumed from its last.pt
+    session.evaluate()                   at init (epoch 0), when nothing is logged yet
+    while not session.done:
+        session.train_epoch()            one pass over a seeded permutation of the training split
+        session.end_epoch()              evaluate and checkpoint when due
+    session.finish()                     result.json, last
+
+One epoch (:meth:`Trainer.train_epoch`), for each batch: gather it on the device, augment it
+(seeded), forward (bf16 autocast where asked), backward, the per-layer step statistics
+(:class:`IntervalStats`), coupled L2 / decoupled decay, the optimizer step; every
+``DIVERGENCE_CHECK_EVERY`` steps, a divergence check. An evaluation (every ``eval_every`` epochs and
+after the last): validation, test and un-augmented training accuracy in eval mode, per-layer norms and
+the statistics since the previous evaluation; the best-validation model is kept (its test accuracy is
+the run's answer). A checkpoint (every ``checkpoint_every`` epochs and after the last): tables,
+predictions, best.pt and last.pt.
+
+The pieces, in the order of this file
+-------------------------------------
+- :func:`train`: the loop above.
+- :class:`RunSession`: one run and its folder: a :class:`Trainer`, its :class:`RunFiles`, the best
+  model so far and the clock. ``empirical.packing`` drives K sessions on one thread, their epochs
+  trained as one computation; a benchmark may drive one itself.
+- :class:`Trainer`: the moving parts of the optimization (data on the device, model, optimizer,
+  generators, step counter) and one epoch of training, split into the pieces that packing drives for
+  K trainers at once. It writes nothing.
+- :class:`IntervalStats`: what the log reports about the steps since the last evaluation; the one
+  place where per-step, per-layer statistics are accumulated.
+
+Conventions
+-----------
+Every random draw is seeded from ``config.seed`` (model init, data order, augmentation), so two runs
+of one config on the CPU give identical logs, and a killed run resumed from ``last.pt`` ends with
+exactly the numbers of an uninterrupted one (last.pt holds everything the next step depends on, the
+interval statistics included). A non-finite loss or a weight norm above ``max_weight_norm`` stops the
+run with status ``diverged`` (no exception). ``wall_time`` counts data loading and model building and
+carries on across a resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .config import ConfigError, RunConfig
+from .data import DataSplits, ImageSplit, augment_batch, shared_splits
+from .models import build_model, scale_invariant_parameters
+from .optim import (
+    DecoupledDecay,
+    add_coupled_l2,
+    build_optimizer,
+    handles_coupled_l2,
+    handles_decoupled_decay,
+    set_lr,
+)
+from .runlog import RunFiles, RunResult, load_result
+
+#: Optimizer steps between divergence checks (each check syncs with the device once).
+DIVERGENCE_CHECK_EVERY = 25
+
+
+class RunFolderError(ValueError):
+    """The run folder holds another run (or a different config) and we were not told to replace it."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where and why a run stopped: ``step`` counts the optimizer steps done before the evidence."""
+
+    step: int
+    reason: str
+
+
+# ==================================================================================== the loop
+def train(
+    config: RunConfig,
+    *,
+    resume: bool | None = None,
+    data: DataSplits | None = None,
+    download: bool | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Train one run and write its folder ``config.out_dir`` (docs/run-format.md); return its result.
+
+    ``resume``: None (default) picks up whatever the folder holds for this same config: a finished run
+    is returned as is, an unfinished one continues from ``last.pt``, an empty folder starts fresh.
+    True does the same but is explicit (the CLI's ``--resume``). False starts fresh and refuses a folder
+    that already holds a run (:class:`RunFolderError`). A folder holding a different config (another
+    hash) is always refused. ``data``: splits already loaded for this config (saves reloading in a
+    sweep). ``download``: let torchvision fetch a missing data set (None: unless
+    ``INITMEM_OFFLINE=1``). ``callback(record)`` is called after each evaluation and its checkpoint,
+    e.g. to stop a run from outside by raising.
+    """
+    session = RunSession.begin(config, resume=resume, data=data, download=download)
+    if session.result is not None:  # finished before: returned as it is
+        return session.result
+    if session.at_init:
+        session.evaluate()  # no checkpoint yet: a run killed before its first one starts over
+    divergence = None
+    with session.running():  # the progress bar; cudnn autotuning on CUDA
+        while not session.done:
+            divergence = session.train_epoch()
+            if divergence is not None:
+                break
+            record = session.end_epoch()  # the evaluation and the checkpoint, when due
+            if record is not None and callback is not None:
+                callback(record)
+    return session.finish(divergence)
+
+
+# ==================================================================================== one run and its folder
+class RunSession:
+    """One run and its folder: the :class:`Trainer`, the :class:`RunFiles` it writes, the best model
+    so far (selected on validation accuracy) and the wall clock.
+
+    :meth:`begin` opens it; then :meth:`evaluate` at init when :attr:`at_init`, and until
+    :attr:`done`: :meth:`train_epoch` and :meth:`end_epoch`; :meth:`finish` last. :meth:`checkpoint`
+    may be called between epochs at any time (it is what a resume starts from). A session of a run
+    that had already finished holds only its :attr:`result` (no trainer).
+    """
+
+    def __init__(self, config: RunConfig, files: RunFiles, trainer: Trainer | None, started: float):
+        self.config = config
+        self.files = files
+        self.trainer = trainer
+        self.best = _Best()
+        #: the run's result: set by :meth:`finish` (or by :meth:`begin` for a finished run)
+        self.result: RunResult | None = None
+        self._started = started
+        self._clock_offset = 0.0  # the wall time of the attempts before a resume
+        self._bar: tqdm | None = None
+
+    @classmethod
+    def begin(
+        cls,
+        config: RunConfig,
+        *,
+        resume: bool | None = None,
+        data: DataSplits | None = None,
+        download: bool | None = None,
+    ) -> RunSession:
+        """Open the run folder ``config.out_dir`` (``resume``, ``data``, ``download``: see
+        :func:`train`): a finished run's session holds its result; an unfinished one's trainer is
+        restored from ``last.pt`` and its log cut back to that checkpoint; otherwise the folder starts
+        fresh (``config.json``)."""
+        config.validate()
+        files = RunFiles(config.out_dir)
+        _check_run_folder(files, config, resume)
+        if files.path("result.json").is_file():
+            session = cls(config, files, None, time.perf_counter())
+            session.result = load_result(config.out_dir)
+            return session
+        started = time.perf_counter()  # wall time counts data loading and model building too
+        session = cls(config, files, Trainer(config, data, download=download), started)
+        if files.path("last.pt").is_file():
+            session._restore(files.load_torch("last.pt"))
+        else:
+            files.start(config, session.trainer.data.describe())
+        return session
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        trainer = self.trainer
+        trainer.load_state_dict(state["trainer"])
+        self.best = _Best(**state["best"])
+        if self.best.model_state is None:  # the best model was the checkpoint's own model
+            self.best.model_state = _cpu_state(trainer.model)
+        self._clock_offset = state["wall_time"]
+        self.files.reopen(trainer.epoch, len(trainer.data.test))
+        self.files.save_torch("best.pt", self.best.model_state)  # a kill may have left a later one
+
+    # ------------------------------------------------------------------ where the run stands
+    @property
+    def at_init(self) -> bool:
+        """Nothing trained or logged yet: the evaluation at init is due."""
+        return self.trainer.epoch == 0 and not self.files.records
+
+    @property
+    def done(self) -> bool:
+        """Every epoch of the config trained."""
+        return self.trainer.epoch >= self.config.total_epochs
+
+    def wall_time(self) -> float:
+        """Seconds since :meth:`begin`, plus those of the attempts before a resume."""
+        return self._clock_offset + time.perf_counter() - self._started
+
+    # ------------------------------------------------------------------ the steps of the loop
+    def train_epoch(self) -> Divergence | None:
+        """One epoch (:meth:`Trainer.train_epoch`); a :class:`Divergence` if the run must stop."""
+        return self.trainer.train_epoch()
+
+    def evaluate(self) -> dict[str, Any]:
+        """Evaluate (:meth:`Trainer.evaluate`), append the record (and the test predictions) to the
+        log, offer the model as the best; returns the record."""
+        record, test_pred = self.trainer.evaluate(self.wall_time())
+        self.files.append(record, test_pred if self.config.save_predictions else None)
+        self.best.offer(record, test_pred, self.trainer.model)
+        return record
+
+    def end_epoch(self) -> dict[str, Any] | None:
+        """After an epoch: :meth:`evaluate` every ``eval_every`` epochs and after the last,
+        :meth:`checkpoint` every ``checkpoint_every`` epochs and after the last, advance the progress
+        bar. Returns the evaluation's record (None when none was due)."""
+        cfg, epoch = self.config, self.trainer.epoch
+        last = epoch == cfg.total_epochs
+        record = None
+        if epoch % cfg.eval_every == 0 or last:
+            record = self.evaluate()
+            if self._bar is not None:
+                self._bar.set_postfix(_progress(record), refresh=False)
+        if epoch % cfg.checkpoint_every == 0 or last:
+            self.checkpoint()
+        if self._bar is not None:
+            self._bar.update(1)
+        return record
+
+    def checkpoint(self) -> None:
+        """Write the tables, the predictions, best.pt (if a better model came since) and last.pt: the
+        state a resume starts from. Call it between epochs."""
+        cfg, trainer, best = self.config, self.trainer, self.best
+        self.files.write_tables()
+        if cfg.save_predictions:
+            self.files.write_predictions(_labels(trainer.data.test), best.test_pred)
+        self._save_best()
+        state = {
+            "trainer": trainer.state_dict(),
+            "best": vars(best) | {"model_state": _stored_best_model(best, trainer.epoch)},
+            "wall_time": self.wall_time(),
+            "hash": cfg.hash,
+        }
+        self.files.save_torch("last.pt", state)
+
+    def _save_best(self) -> None:
+        """best.pt, if a better model came since it was last written (written at checkpoints only: a
+        run killed in between resumes with the best of its checkpoint and rewrites best.pt)."""
+        if self.best.unsaved:
+            self.files.save_torch("best.pt", self.best.model_state)
+            self.best.unsaved = False
+
+    def finish(self, divergence: Divergence | None = None) -> RunResult:
+        """Write ``result.json`` (after the tables, predictions and best.pt of a diverged run, which
+        stopped between checkpoints) and return the result: status ``diverged`` if ``divergence``."""
+        cfg, trainer, best, files = self.config, self.trainer, self.best, self.files
+        if divergence is not None:
+            files.write_tables()
+            if cfg.save_predictions and best.test_pred is not None:
+                files.write_predictions(_labels(trainer.data.test), best.test_pred)
+            self._save_best()
+        final = files.records[-1]
+        self.result = RunResult(
+            status="diverged" if divergence is not None else "completed",
+            best_val_acc=best.val_acc,
+            test_acc=best.test_acc,
+            best_epoch=best.epoch,
+            final_train_acc=final["train_eval_acc"],
+            final_test_acc=final["test_acc"],
+            epochs_run=trainer.epoch,
+            steps_run=trainer.step,
+            diverged_step=None if divergence is None else divergence.step,
+            reason=None if divergence is None else divergence.reason,
+            wall_time=self.wall_time(),
+            hash=cfg.hash,
+            run_dir=str(cfg.out_dir),
+        )
+        files.write_result(self.result)
+        files.path(RunFiles.RAW_PREDICTIONS).unlink(missing_ok=True)  # packed in predictions.npz
+        return self.result
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[RunSession]:
+        """While training: the progress bar (epochs) and, on CUDA, this run's cudnn flags (restored
+        on the way out)."""
+        bar = tqdm(
+            total=self.config.total_epochs,
+            initial=self.trainer.epoch,
+            desc=f"run {self.config.hash[:8]}",
+            unit="epoch",
+            disable=self.config.quiet,
+            dynamic_ncols=True,
+        )
+        with bar, _cudnn_flags(self.config, self.trainer.device):
+            self._bar = bar
+            try:
+                yield self
+            finally:
+                self._bar = None
+
+
+@dataclass
+class _Best:
+    """The validation-selected predictor so far."""
+
+    val_acc: float = -1.0
+    epoch: int = 0
+    test_acc: float = float("nan")
+    test_pred: np.ndarray | None = None
+    model_state: dict[str, torch.Tensor] | None = None
+    unsaved: bool = False  # best.pt does not hold model_state yet
+
+    def offer(self, record: dict[str, Any], test_pred: np.ndarray, model: torch.nn.Module) -> bool:
+        """Take the record (and a CPU copy of the model) if its validation accuracy beats the best;
+        ties keep the earlier epoch."""
+        if record["val_acc"] > self.val_acc:
+            self.val_acc, self.epoch = record["val_acc"], record["epoch"]
+            self.test_acc, self.test_pred = record["test_acc"], test_pred
+            self.model_state = _cpu_state(model)
+            self.unsaved = True
+            return True
+        return False
+
+
+def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def _stored_best_model(best: _Best, epoch: int) -> dict[str, torch.Tensor] | None:
+    """The best model's state for last.pt; None when it is the checkpoint's own model (saves space)."""
+    return None if best.epoch == epoch else best.model_state
+
+
+def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -> None:
+    recorded = files.recorded_hash()
+    if recorded is not None and recorded != config.hash:
+        raise RunFolderError(
+            f"{files.dir} holds a run of another config (hash {recorded}, this one {config.hash}); "
+            f"choose another out_dir"
+        )
+    if resume is False and files.holds_run():
+        raise RunFolderError(
+            f"{files.dir} already holds a run; resume it (--resume) or choose another out_dir"
+        )
+
+
+def _labels(split: ImageSplit) -> np.ndarray:
+    return split.labels.cpu().numpy()
+
+
+def _progress(record: dict[str, Any]) -> dict[str, str]:
+    return {
+        "loss": f"{record['train_loss']:.3f}",
+        "acc": f"{record['train_acc']:.3f}",
+        "val": f"{record['val_acc']:.3f}",
+        "test": f"{record['test_acc']:.3f}",
+    }
+
+
+def _cudnn_flags(config: RunConfig, device: torch.device):
+    """cudnn autotuning for this run only (restored afterwards); nothing to do on the CPU."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return torch.backends.cudnn.flags(
+        enabled=True, benchmark=config.cudnn_benchmark, deterministic=False
+    )
+
+
+# ==================================================================================== the optimization
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> CUDA if available, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device = 'cuda' but CUDA is not available here (use 'auto' or 'cpu')")
+    return torch.device(device)
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto`` -> ``bf16`` on CUDA, ``fp32`` on the CPU."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+@dataclass
+class EpochPlan:
+    """One epoch's work: ``steps`` optimizer steps over ``batches`` (steps x batch_size training
+    indices, on the device); ``losses`` collects each step's loss; ``first_step`` counts the steps
+    done before it."""
+
+    steps: int
+    batches: torch.Tensor
+    losses: torch.Tensor
+    first_step: int
+
+
+class Trainer:
+    """The moving parts of one run: data on the device, model, optimizer, generators, the step and
+    epoch counters and the statistics since the last evaluation (:attr:`interval`). It writes
+    nothing: :class:`RunSession` keeps the run folder. Benchmarks may call :meth:`train_epoch`
+    directly; ``empirical.packing`` drives its pieces (:meth:`start_epoch` ... :meth:`end_epoch`)."""
+
+    def __init__(
+        self, config: RunConfig, data: DataSplits | None = None, *, download: bool | None = None
+    ):
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.data = (
+            data if data is not None else shared_splits(config, self.device, download=download)
+        )
+        _check_data(self.data, config, self.device)
+        self.autocast_dtype = (
+            torch.bfloat16 if resolve_precision(config.precision, self.device) == "bf16" else None
+        )
+        self.memory_format = (
+            torch.channels_last if config.channels_last else torch.contiguous_format
+        )
+
+        self.model = build_model(config).to(self.device, memory_format=self.memory_format)
+        self.forward = torch.compile(self.model) if config.compile else self.model
+        named = list(self.model.named_parameters())
+        self.names = [name for name, _ in named]
+        self.params = [p for _, p in named]
+        self.scale_invariant = set(scale_invariant_parameters(self.model))
+        self.init_params = [p.detach().clone() for p in self.params]
+
+        self.optimizer = build_optimizer(self.params, config)
+        self.decoupled = (
+            None
+            if handles_decoupled_decay(config)
+            else DecoupledDecay(self.params, config.weight_decay)
+        )
+        order_seed, augment_seed = np.random.SeedSequence(config.seed).generate_state(2)
+        self.order_generator = torch.Generator().manual_seed(int(order_seed))
+        self.augment_generator = torch.Generator(device=self.device).manual_seed(int(augment_seed))
+        self.step = 0
+        #: the schedule's multiplier of lr at every optimizer step (theory.schedule.lr_multipliers)
+        self.lr_factors = config.lr_multipliers()
+        self.epoch = 0
+        self.interval = IntervalStats(self.params)
+
+    # ------------------------------------------------------------------ training
+    def current_lr(self) -> float:
+        """The learning rate of the last step taken (of the first step before any)."""
+        return self.config.lr * float(self.lr_factors[max(self.step - 1, 0)])
+
+    def train_epoch(self) -> Divergence | None:
+        """One pass over the training split (fewer steps in a final partial epoch of a step-length run).
+        Returns a :class:`Divergence` if the run must stop, else None."""
+        plan = self.start_epoch()
+        for i in range(plan.steps):
+            lr = self.next_lr()
+            loss, correct = self._train_step(plan.batches[i], lr)
+            divergence = self.record_step(plan, i, loss, correct)
+            if divergence is not None:
+                return divergence
+        self.end_epoch(plan)
+        return None
+
+    # The pieces of an epoch, also driven in lock step for several runs by empirical.packing.
+    def start_epoch(self) -> EpochPlan:
+        """This epoch's batches (a seeded permutation of the training split) and loss buffer."""
+        cfg = self.config
+        steps = min(cfg.steps_per_epoch, cfg.total_steps - self.step)
+        order = torch.randperm(len(self.data.train), generator=self.order_generator)
+        batches = order[: steps * cfg.batch_size].view(steps, cfg.batch_size).to(self.device)
+        self.model.train()
+        return EpochPlan(steps, batches, torch.zeros(steps, device=self.device), self.step)
+
+    def next_lr(self) -> float:
+        """The learning rate of the next step (the schedule at ``self.step``)."""
+        return self.config.lr * float(self.lr_factors[self.step])
+
+    def next_batch(self, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Images (augmented, in the run's memory format) and labels of the training indices ``batch``."""
+        images = self.data.train.images.index_select(0, batch)  # 8x faster than [batch] on a CPU
+        labels = self.data.train.labels.index_select(0, batch)
+        if self.config.augment:
+            images = augment_batch(images, self.augment_generator)
+        return images.contiguous(memory_format=self.memory_format), labels
+
+    def record_step(
+        self, plan: EpochPlan, i: int, loss: torch.Tensor, correct: torch.Tensor
+    ) -> Divergence | None:
+        """Count step ``i`` of ``plan`` (its loss and correct predictions); every
+        ``DIVERGENCE_CHECK_EVERY`` steps and at the epoch's end, check for divergence."""
+        plan.losses[i] = loss
+        self.interval.correct += correct
+        self.step += 1
+        if (i + 1) % DIVERGENCE_CHECK_EVERY == 0 or i == plan.steps - 1:
+            return self._check_divergence(plan.losses[: i + 1], plan.first_step)
+        return None
+
+    def end_epoch(self, plan: EpochPlan) -> None:
+        self.interval.add_epoch(plan.losses, plan.steps * self.config.batch_size)
+        self.epoch += 1
+
+    def _train_step(self, batch: torch.Tensor, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+        images, labels = self.next_batch(batch)
+        with self._autocast():
+            logits = self.forward(images)
+        loss = F.cross_entropy(logits.float(), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.apply_gradients(lr)
+        correct = (logits.detach().argmax(dim=1) == labels).sum()
+        return loss.detach(), correct
+
+    def apply_gradients(self, lr: float) -> None:
+        """The update from the loss gradients in ``param.grad``: the step's statistics, coupled L2,
+        decoupled decay and the optimizer step, at learning rate ``lr``."""
+        cfg = self.config
+        set_lr(self.optimizer, lr)
+        grads = [p.grad for p in self.params]
+        decay = 1.0 - lr * (cfg.l2 + cfg.weight_decay)
+        self.interval.add_step(grads if cfg.track_grad_norms else None, lr, decay)
+        if not handles_coupled_l2(cfg):
+            add_coupled_l2(self.params, grads, cfg.l2)
+        if self.decoupled is not None:
+            self.decoupled.before_step(lr)
+        self.optimizer.step()
+        if self.decoupled is not None:
+            self.decoupled.after_step()
+
+    def _check_divergence(self, losses: torch.Tensor, first_step: int) -> Divergence | None:
+        finite = torch.isfinite(losses)
+        if not bool(finite.all()):
+            bad = int((~finite).nonzero()[0, 0])
+            value = float(losses[bad])
+            return Divergence(
+                first_step + bad, f"non-finite training loss ({value}) at step {first_step + bad}"
+            )
+        norm = self.total_weight_norm()
+        if not norm <= self.config.max_weight_norm:
+            return Divergence(
+                self.step,
+                f"weight norm {norm:.4g} exceeds max_weight_norm {self.config.max_weight_norm:.4g} "
+                f"after {self.step} steps",
+            )
+        return None
+
+    def total_weight_norm(self) -> float:
+        with torch.no_grad():
+            return float(torch.stack(torch._foreach_norm(self.params)).double().norm())
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate_split(self, split: ImageSplit) -> tuple[float, float, np.ndarray]:
+        """(mean cross-entropy, accuracy, predicted labels int16) on ``split`` in eval mode."""
+        self.model.eval()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        preds = []
+        for start in range(0, len(split), self.config.eval_batch_size):
+            images = split.images[start : start + self.config.eval_batch_size]
+            images = images.contiguous(memory_format=self.memory_format)
+            labels = split.labels[start : start + self.config.eval_batch_size]
+            with self._autocast():
+                logits = self.forward(images)
+            loss_sum += F.cross_entropy(logits.float(), labels, reduction="sum").double()
+            preds.append(logits.argmax(dim=1))
+        self.model.train()
+        pred = torch.cat(preds)
+        accuracy = float((pred == split.labels).double().mean())
+        return float(loss_sum) / len(split), accuracy, pred.to(torch.int16).cpu().numpy()
+
+    def evaluate(self, wall_time: float) -> tuple[dict[str, Any], np.ndarray]:
+        """One log record (docs/run-format.md) and the test predictions; starts a new interval."""
+        cfg, interval = self.config, self.interval
+        val_loss, val_acc, _ = self.evaluate_split(self.data.val)
+        test_loss, test_acc, test_pred = self.evaluate_split(self.data.test)
+        _, train_eval_acc, _ = self.evaluate_split(self.data.train)
+        lr = self.current_lr()
+        trained = interval.images_seen > 0
+        with torch.no_grad():
+            norms = torch.stack(torch._foreach_norm(self.params)).double()
+            dist = torch.stack(
+                torch._foreach_norm(torch._foreach_sub(self.params, self.init_params))
+            )
+        norms, dist = (t.double().cpu().numpy() for t in (norms, dist))
+        since = interval.layer_fields(self.params)
+        nan = float("nan")
+        layers = {}
+        for i, (name, param) in enumerate(zip(self.names, self.params, strict=True)):
+            layers[name] = {
+                "numel": param.numel(),
+                "scale_invariant": name in self.scale_invariant,
+                "weight_norm": float(norms[i]),
+                "eff_lr": lr / float(norms[i]) ** 2 if norms[i] > 0 else nan,
+                "dist_from_init": float(dist[i]),
+                **since[i],
+            }
+        record = {
+            "epoch": self.epoch,
+            "step": self.step,
+            "lr": lr,
+            "weight_decay": cfg.weight_decay,
+            "l2": cfg.l2,
+            "train_loss": float(interval.loss_sum) / (interval.images_seen / cfg.batch_size)
+            if trained
+            else nan,
+            "train_acc": float(interval.correct) / interval.images_seen if trained else nan,
+            "train_eval_acc": train_eval_acc,
+            "val_loss": val_loss,
+            "val_acc": val_acc,
+            "test_loss": test_loss,
+            "test_acc": test_acc,
+            "weight_norm": float(np.sqrt((norms**2).sum())),
+            "dist_from_init": float(np.sqrt((dist**2).sum())),
+            "norm_sq_decay": interval.norm_sq_decay if trained else nan,
+            "wall_time": wall_time,
+            "layers": layers,
+        }
+        self.interval = IntervalStats(self.params)
+        return record, test_pred
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that the next step depends on (the interval statistics included). Tensors are
+        the trainer's own: a packed run's parameters, views of the pack's stack, are copied."""
+        return {
+            "model": {k: _own_storage(v) for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "order_generator": self.order_generator.get_state(),
+            "augment_generator": self.augment_generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "interval": self.interval.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step = state["step"]
+        self.epoch = state["epoch"]
+        self.order_generator.set_state(state["order_generator"])
+        self.augment_generator.set_state(state["augment_generator"])
+        torch.set_rng_state(state["torch_rng"])
+        self.interval.load_state_dict(state["interval"], self.params)
+
+
+def _check_data(data: DataSplits, config: RunConfig, device: torch.device) -> None:
+    expected = (config.resolved_train_size, config.resolved_val_size)
+    found = (len(data.train), len(data.val))
+    if data.dataset != config.dataset or found != expected:
+        raise ValueError(
+            f"data holds {data.dataset} with train/val sizes {found}; the config asks for "
+            f"{config.dataset} with {expected}"
+        )
+    if data.train.images.device.type != device.type:
+        raise ValueError(f"data lives on {data.train.images.device}, the run on {device}")
+
+
+def _own_storage(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, or a copy of it when it is a view into a larger storage (saved alone)."""
+    return tensor if tensor.untyped_storage().nbytes() == tensor.nbytes else tensor.clone()
+
+
+# ==================================================================================== per-step statistics
+class IntervalStats:
+    """What the log reports about the optimizer steps since the last evaluation (docs/run-format.md):
+    the training loss and accuracy, and per layer the gradient sums, the discounted drift of the
+    squared norm, the decay product and the weights at the interval's start.
+
+    The one place for per-step, per-layer statistics: a new one is accumulated in :meth:`add_step`,
+    reported by :meth:`layer_fields` and carried across a resume by :meth:`state_dict`.
+    """
+
+    def __init__(self, params: list[torch.Tensor]):
+        n, device = len(params), params[0].device
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        self.correct = torch.zeros((), dtype=torch.int64, device=device)
+        self.images_seen = 0
+        self.tracked_steps = 0
+        self.grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.lr_sq_grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.norm_sq_drift = torch.zeros(n, dtype=torch.float64, device=device)
+        self.norm_sq_decay = 1.0
+        self.start = [p.detach().clone() for p in params]
+
+    def add_step(self, grads: list[torch.Tensor] | None, lr: float, decay: float) -> None:
+        """One optimizer step at learning rate ``lr`` with decay factor ``decay`` = c_t =
+        1 - lr_t (l2 + weight_decay): the decay product of the squared norm, and (when ``grads``,
+        the loss gradients before L2, are given) per layer |g_t|^2 into the sums and the discounted
+        drift ``d <- c_t^2 d + lr_t^2 |g_t|^2``."""
+        self.norm_sq_decay *= decay * decay
+        if grads is None:
+            return
+        grad_sq = torch.stack(torch._foreach_norm(grads)).double().square()
+        self.grad_sq_sum += grad_sq
+        self.lr_sq_grad_sq_sum += lr * lr * grad_sq
+        self.norm_sq_drift.mul_(decay * decay).add_(grad_sq, alpha=lr * lr)
+        self.tracked_steps += 1
+
+    def add_epoch(self, losses: torch.Tensor, images: int) -> None:
+        """An epoch's step losses (their sum) and the number of training images it saw."""
+        self.loss_sum += losses.double().sum()
+        self.images_seen += images
+
+    def layer_fields(self, params: list[torch.Tensor]) -> list[dict[str, float]]:
+        """Per layer (in the order of ``params``, the current weights): ``update_norm`` (distance
+        from the interval's start), ``grad_norm`` (RMS over the tracked steps), ``grad_sq_sum``,
+        ``lr_sq_grad_sq_sum``, ``norm_sq_drift``; NaN where no step was trained (tracked)."""
+        with torch.no_grad():
+            update = torch.stack(torch._foreach_norm(torch._foreach_sub(params, self.start)))
+        update = update.double().cpu().numpy()
+        trained, tracked = self.images_seen > 0, self.tracked_steps > 0
+        grad_sq = self.grad_sq_sum.cpu().numpy()
+        lr_sq_grad_sq = self.lr_sq_grad_sq_sum.cpu().numpy()
+        drift = self.norm_sq_drift.cpu().numpy()
+        nan = float("nan")
+        return [
+            {
+                "update_norm": float(update[i]) if trained else nan,
+                "grad_norm": math.sqrt(grad_sq[i] / self.tracked_steps) if tracked else nan,
+                "grad_sq_sum": float(grad_sq[i]) if tracked else nan,
+                "lr_sq_grad_sq_sum": float(lr_sq_grad_sq[i]) if tracked else nan,
+                "norm_sq_drift": float(drift[i]) if tracked else nan,
+            }
+            for i in range(len(params))
+        ]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "loss_sum": self.loss_sum,
+            "correct": self.correct,
+            "images_seen": self.images_seen,
+            "tracked_steps": self.tracked_steps,
+            "grad_sq_sum": self.grad_sq_sum,
+            "lr_sq_grad_sq_sum": self.lr_sq_grad_sq_sum,
+            "norm_sq_drift": self.norm_sq_drift,
+            "norm_sq_decay": self.norm_sq_decay,
+            # right after an evaluation the interval starts at the current weights: not stored
+            "interval_start": self.start if self.images_seen else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], params: list[torch.Tensor]) -> None:
+        """Restore from :meth:`state_dict`; ``params``: the current weights (the interval's start
+        when the state has none)."""
+        device = self.loss_sum.device
+        for key in ("images_seen", "tracked_steps", "norm_sq_decay"):
+            setattr(self, key, state[key])
+        for key in ("loss_sum", "correct", "grad_sq_sum", "lr_sq_grad_sq_sum", "norm_sq_drift"):
+            setattr(self, key, state[key].to(device))
+        start = state["interval_start"]
+        self.start = (
+            [p.detach().clone() for p in params] if start is None else [t.to(device) for t in start]
+        )
+
+
+__all__ = [
+    "DIVERGENCE_CHECK_EVERY",
+    "Divergence",
+    "EpochPlan",
+    "IntervalStats",
+    "RunFolderError",
+    "RunSession",
+    "Trainer",
+    "resolve_device",
+    "resolve_precision",
+    "train",
+]

@@ -1,0 +1,77 @@
+"""Loading a sweep's trainer from its ``module:function`` string, the sweep's argument errors, and the
+names that moved out of ``sweep`` (execute_run and friends are tested in test_sweep.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from initmem.empirical import backends, runfolder, sweep, workers
+from initmem.empirical.config import RunConfig
+from initmem.empirical.memory import load_sweep
+from initmem.empirical.sweep import SweepError, SweepSpec, run_sweep
+from initmem.empirical.workers import DEFAULT_TRAINER, TRAINER_ALIASES, resolve_trainer
+from tests.empirical.test_sweep import FAKE, SWEEP, fake_train
+
+
+def test_a_trainer_string_names_a_module_function_or_an_attribute_path():
+    assert resolve_trainer(FAKE) is fake_train
+    assert resolve_trainer(fake_train) is fake_train
+    assert resolve_trainer("initmem.empirical.memory:load_sweep") is load_sweep
+    # no module initmem.empirical.RunConfig: the class is an attribute of the package
+    assert resolve_trainer("initmem.empirical.RunConfig:from_dict") == RunConfig.from_dict
+
+
+def test_the_old_default_trainer_string_resolves_to_the_default_trainer():
+    old = "initmem.empirical.train:train"
+    assert resolve_trainer(old) is resolve_trainer(DEFAULT_TRAINER)
+    assert callable(resolve_trainer(DEFAULT_TRAINER))
+
+
+def test_an_alias_is_used_when_the_string_no_longer_resolves(monkeypatch):
+    moved = "tests.empirical.no_such_module:fake_train"
+    with pytest.raises(ModuleNotFoundError):
+        resolve_trainer(moved)
+    monkeypatch.setitem(TRAINER_ALIASES, moved, FAKE)
+    assert resolve_trainer(moved) is fake_train
+
+
+def test_trainer_strings_that_do_not_resolve_raise_and_the_sweep_says_why(tmp_path):
+    with pytest.raises(ValueError, match="module:function"):
+        resolve_trainer("no_colon")
+    with pytest.raises(ModuleNotFoundError):
+        resolve_trainer("no_such_package.module:train")
+    with pytest.raises(AttributeError):
+        resolve_trainer("initmem.empirical.config:no_such_function")
+    spec = SweepSpec.from_toml(SWEEP)
+    with pytest.raises(SweepError, match="cannot load trainer 'no_such_package.module:train'"):
+        run_sweep(spec, tmp_path / "s", trainer="no_such_package.module:train", progress=False)
+    assert not (tmp_path / "s").exists()  # refused before anything was written
+
+
+def test_a_backend_whose_package_is_missing_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setitem(backends.OPTIONAL_PACKAGES, "ray", "no_such_package_for_ray")
+    assert backends.missing_package("local") is None
+    spec = SweepSpec.from_toml(SWEEP)
+    with pytest.raises(SweepError, match="the ray backend needs no_such_package_for_ray"):
+        run_sweep(spec, tmp_path / "s", backend="ray", trainer=FAKE, progress=False)
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("execute_run", workers),
+        ("execute_pack", workers),
+        ("record_failure", workers),
+        ("task_runs", workers),
+        ("run_lock", runfolder),
+        ("read_result", runfolder),
+        ("write_atomic", runfolder),
+        ("RUN_STATES", runfolder),
+    ],
+)
+def test_names_moved_out_of_sweep_still_import_with_a_warning(name, home):
+    with pytest.warns(DeprecationWarning, match=f"moved to {home.__name__}.{name}"):
+        assert getattr(sweep, name) is getattr(home, name)
+    with pytest.raises(AttributeError):
+        sweep.no_such_name  # noqa: B018
