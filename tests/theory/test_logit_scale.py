@@ -40,15 +40,19 @@ def test_balance_one_step_identity_in_a_batchnorm_mlp():
     def state():
         return [t.detach().numpy().copy() for t in (head.weight, bn.weight, bn.bias)]
 
+    def step_and_predict(balance):
+        """One torch SGD step; the balance that identity (3) predicts from the step's gradients."""
+        loss = torch.nn.functional.cross_entropy(net(x), labels)
+        opt.zero_grad()
+        loss.backward()
+        grads = [t.grad.numpy().copy() for t in (head.weight, bn.weight, bn.bias)]
+        opt.step()
+        return grads, ls.balance_after_step(
+            balance, grads[0], grads[1], lr, l2=l2, grad_beta=grads[2]
+        )
+
     W, g, b = state()
-    loss = torch.nn.functional.cross_entropy(net(x), labels)
-    opt.zero_grad()
-    loss.backward()
-    grads = [t.grad.numpy().copy() for t in (head.weight, bn.weight, bn.bias)]
-    opt.step()
-    predicted = ls.balance_after_step(
-        ls.balance(W, g, b), grads[0], grads[1], lr, l2=l2, grad_beta=grads[2]
-    )
+    grads, predicted = step_and_predict(ls.balance(W, g, b))
     np.testing.assert_allclose(ls.balance(*state()), predicted, rtol=1e-10, atol=1e-12)
     # Gradient-flow conservation: the cross terms cancel, W_j . G_Wj = g_j G_gj + b_j G_bj.
     lhs = np.sum(W * grads[0], axis=0)
@@ -58,14 +62,7 @@ def test_balance_one_step_identity_in_a_batchnorm_mlp():
     start = ls.balance(*state())
     predicted = start.copy()
     for _ in range(100):
-        loss = torch.nn.functional.cross_entropy(net(x), labels)
-        opt.zero_grad()
-        loss.backward()
-        grads = [t.grad.numpy().copy() for t in (head.weight, bn.weight, bn.bias)]
-        opt.step()
-        predicted = ls.balance_after_step(
-            predicted, grads[0], grads[1], lr, l2=l2, grad_beta=grads[2]
-        )
+        _, predicted = step_and_predict(predicted)
     end = ls.balance(*state())
     np.testing.assert_allclose(end, predicted, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(end, (1 - lr * l2) ** 200 * start, rtol=0.05)
