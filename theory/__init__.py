@@ -8,6 +8,9 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
   :mod:`~initmem.theory.empirical_kernels`: empirical kernels of a torch module (the only module that
   imports torch: it and :func:`empirical_ntk` load on first use, so ``import initmem.theory`` does not).
 - :mod:`~initmem.theory.normalized`: scale-invariant (BatchNorm) weights, the paper's mechanism.
+- :mod:`~initmem.theory.logistic`: cross-entropy on a linear model (max margin, minimizers).
+- :mod:`~initmem.theory.logit_scale`: the head x last-BN-gain pair under cross-entropy.
+- :mod:`~initmem.theory.checks`: the argument checks every theory module shares.
 - :mod:`~initmem.theory.schedule`: accumulated regularization of a schedule.
 - :mod:`~initmem.theory.forgetting`: every mechanism's forgetting time for one pipeline.
 - :mod:`~initmem.theory.simulate`, :mod:`~initmem.theory.normalized_sim`: simulators used by the tests.
@@ -16,10 +19,13 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
 import importlib
 
 from . import (
+    checks,
     deep_linear,
     forgetting,
     kernels,
     linear,
+    logistic,
+    logit_scale,
     normalized,
     normalized_sim,
     ntk,
@@ -49,6 +55,7 @@ __all__ = [
     "Kernel",
     "Pipeline",
     "accumulated_regularization",
+    "checks",
     "deep_linear",
     "empirical_kernels",
     "empirical_ntk",
@@ -56,6 +63,8 @@ __all__ = [
     "gradient_descent_mse",
     "kernels",
     "linear",
+    "logistic",
+    "logit_scale",
     "normalized",
     "normalized_forgetting",
     "normalized_sim",

@@ -51,6 +51,8 @@ LAYER_KEYS = {
     "grad_sq_sum",
     "lr_sq_grad_sq_sum",
     "norm_sq_drift",
+    "angular_update",
+    "filter_angular_update",
 }
 
 pytestmark = pytest.mark.usefixtures("single_thread")
