@@ -304,10 +304,17 @@ class RunConfig:
                 f"batch_size must be at most the training set size {self.resolved_train_size} "
                 f"(got {self.batch_size})"
             )
-        if any(m <= 0 for m in self.step_milestones):
-            raise ConfigError(
-                f"step_milestones must be positive epochs (got {list(self.step_milestones)})"
+        from initmem.theory.schedule import check_schedule
+
+        try:  # warmup within the run, milestones positive (the schedule's own check)
+            check_schedule(
+                self.total_steps / self.steps_per_epoch,
+                self.schedule,
+                self.warmup_epochs,
+                self.step_milestones,
             )
+        except ValueError as err:
+            raise ConfigError(" ".join(str(err).split())) from None
         if self.step_milestones and self.schedule != "step":
             raise ConfigError(
                 f"step_milestones {list(self.step_milestones)} need schedule = 'step' "

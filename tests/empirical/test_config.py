@@ -78,6 +78,8 @@ def test_hash_ignores_paths_and_presentation():
         (["dataset=cifar10", "train_size=45000"], "train_size must be at most 40000"),
         (["augment=maybe"], "augment must be true or false"),
         (["seed=-1"], "seed must satisfy 0 <= seed < 2**32 (got -1)"),
+        (["epochs=2", "warmup_epochs=3"], "warmup_epochs must be in [0, 2]"),
+        (["steps=10", "batch_size=4", "dataset='cifar10-fixture'", "warmup_epochs=3"], "[0, 2.5]"),
         (["split_seed=4294967296"], "split_seed must satisfy 0 <= split_seed < 2**32"),
         (["step_milestones=[3]"], "step_milestones [3] need schedule = 'step'"),
         (["schedule='cosine'", "step_milestones=[3]"], "(got schedule = 'cosine')"),
