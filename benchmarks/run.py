@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 #: Benchmark groups in the order they run.
-GROUPS = ("throughput", "flops", "packing", "ntk", "sweep", "cli", "gpu")
+GROUPS = ("throughput", "flops", "packing", "ntk", "sweep", "expansion", "cli", "gpu")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -75,6 +75,12 @@ def run_group(group: str, quick: bool):
 
         return sweep_overhead.bench_sweep_overhead(
             sweep_overhead.QUICK if quick else sweep_overhead.Sizes()
+        )
+    if group == "expansion":
+        import sweep_expansion
+
+        return sweep_expansion.bench_sweep_expansion(
+            sweep_expansion.QUICK if quick else sweep_expansion.Sizes()
         )
     if group == "cli":
         import cli_startup

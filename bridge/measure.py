@@ -101,6 +101,13 @@ def load_logs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     epochs, layers = load_epochs(runs), load_layers(runs)
     if epochs.empty or "step" not in epochs.columns:
         raise BridgeDataError("the runs have no per-evaluation logs (log.jsonl / metrics.parquet)")
+    if not (epochs["step"] > 0).any():
+        diverged = int((runs["status"] == "diverged").sum()) if "status" in runs else 0
+        raise BridgeDataError(
+            f"no run has an evaluation after init ({len(runs)} finished runs, {diverged} diverged "
+            "before their first epoch ended): there is no forgetting to measure; rerun the sweep "
+            "with settings that train (each run's reason is in its runs/<hash>/result.json)"
+        )
     return epochs, layers
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 import math
@@ -54,6 +55,17 @@ DEFAULT_VAL_FRACTION = 0.2
 
 #: Fields that do not change a run's numbers: left out of the content hash.
 NON_HASHED_FIELDS = ("out_dir", "data_dir", "quiet", "checkpoint_every", "eval_batch_size")
+#: Seeds (``seed``, ``split_seed``) lie in ``0 <= seed < SEED_LIMIT`` (what every RNG we seed accepts).
+SEED_LIMIT = 2**32
+#: Names from other libraries that users write for a field: ``{alias: explanation}`` (did-you-mean).
+FIELD_ALIASES = {
+    "learning_rate": "'lr'",
+    "bs": "'batch_size'",
+    "wd": "'l2' (coupled: torch SGD's weight_decay, added to the gradient) or 'weight_decay' "
+    "(decoupled: w <- w - lr * weight_decay * w, as AdamW)",
+}
+FIELD_ALIASES["batchsize"] = FIELD_ALIASES["bs"]
+FIELD_ALIASES["lr_rate"] = FIELD_ALIASES["learning_rate"]
 
 
 class ConfigError(ValueError):
@@ -138,18 +150,16 @@ class RunConfig:
     # ---------------------------------------------------------------- construction
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        return tuple(_fields(cls))
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], *, validate: bool = True) -> RunConfig:
         """Build from a plain mapping (e.g. parsed TOML); unknown keys and bad types raise ConfigError."""
-        known = {f.name: f for f in dataclasses.fields(cls)}
+        known = _fields(cls)
         kwargs = {}
         for key, value in values.items():
             if key not in known:
-                hint = difflib.get_close_matches(key, known, n=1)
-                suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
-                raise ConfigError(f"unknown config field '{key}'{suggestion}")
+                raise ConfigError(unknown_field_message(key))
             kwargs[key] = _coerce(key, known[key].type, value)
         cfg = cls(**kwargs)
         if validate:
@@ -173,9 +183,8 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (tuples become lists)."""
-        return {
-            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
-        }
+        values = {name: getattr(self, name) for name in _fields(type(self))}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     @property
     def hash(self) -> str:
@@ -252,6 +261,14 @@ class RunConfig:
         _in_range("weight_decay", self.weight_decay, 0.0, math.inf, "weight_decay >= 0")
         _in_range("warmup_epochs", self.warmup_epochs, 0.0, math.inf, "warmup_epochs >= 0")
         _in_range("step_gamma", self.step_gamma, 0.0, 1.0, "0 < step_gamma <= 1", lower_open=True)
+        for name in ("seed", "split_seed"):
+            _in_range(
+                name, getattr(self, name), 0, SEED_LIMIT, f"0 <= {name} < 2**32", upper_open=True
+            )
+        if not self.out_dir.strip():
+            raise ConfigError("out_dir must name a folder (got an empty path)")
+        if self.data_dir is not None and not self.data_dir.strip():
+            raise ConfigError("data_dir must name a folder or be left out (got an empty path)")
         if len(self.betas) != 2:
             raise ConfigError(f"betas must hold two numbers (got {list(self.betas)})")
         for beta in self.betas:
@@ -287,14 +304,32 @@ class RunConfig:
                 f"batch_size must be at most the training set size {self.resolved_train_size} "
                 f"(got {self.batch_size})"
             )
-        if any(m <= 0 for m in self.step_milestones):
+        from initmem.theory.schedule import check_schedule
+
+        try:  # warmup within the run, milestones positive (the schedule's own check)
+            check_schedule(
+                self.total_steps / self.steps_per_epoch,
+                self.schedule,
+                self.warmup_epochs,
+                self.step_milestones,
+            )
+        except ValueError as err:
+            raise ConfigError(" ".join(str(err).split())) from None
+        if self.step_milestones and self.schedule != "step":
             raise ConfigError(
-                f"step_milestones must be positive epochs (got {list(self.step_milestones)})"
+                f"step_milestones {list(self.step_milestones)} need schedule = 'step' "
+                f"(got schedule = {self.schedule!r}); set schedule = 'step' or drop the milestones"
             )
         return self
 
 
 # -------------------------------------------------------------------- helpers (also used by sweeps)
+@functools.cache
+def _fields(cls: type) -> dict[str, dataclasses.Field]:
+    """A dataclass's fields by name, in order (looked up once per class: sweeps build many configs)."""
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
 def config_hash(values: dict[str, Any]) -> str:
     """16-hex-digit SHA-256 of a config dict, ignoring :data:`NON_HASHED_FIELDS`."""
     payload = {k: v for k, v in sorted(values.items()) if k not in NON_HASHED_FIELDS}
@@ -302,15 +337,37 @@ def config_hash(values: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def unknown_field_message(key: str, where: str = "") -> str:
+    """The error for a key that is no :class:`RunConfig` field, with a did-you-mean: a known alias
+    (:data:`FIELD_ALIASES`) or the closest field name."""
+    known = RunConfig.field_names()
+    if key in FIELD_ALIASES:
+        suggestion = f" (did you mean {FIELD_ALIASES[key]}?)"
+    else:
+        hint = difflib.get_close_matches(key, known, n=1)
+        suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+    return f"{where + ': ' if where else ''}unknown config field '{key}'{suggestion}"
+
+
 def load_toml(path: str | Path) -> dict[str, Any]:
+    """The top-level keys of a TOML config file; a missing, unreadable, invalid or empty file
+    (no field set) raises ConfigError."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            values = tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a UTF-8 text file ({err.reason})") from None
+    if not values:
+        raise ConfigError(
+            f"config file {path} sets no field (empty); write the fields to change, e.g. "
+            "alpha = 0.5, or leave --config out to train with every default"
+        )
+    return values
 
 
 def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -416,8 +473,11 @@ __all__ = [
     "RunConfig",
     "SCHEDULES",
     "TEST_POOL_SIZES",
+    "FIELD_ALIASES",
+    "SEED_LIMIT",
     "TRAIN_POOL_SIZES",
     "config_hash",
     "load_toml",
     "parse_overrides",
+    "unknown_field_message",
 ]

@@ -358,16 +358,28 @@ def augment_batch(
     return flat.reshape(n, c, h, w)
 
 
+def _search_roots(name: str, data_dir: str | Path | None, defaults: list[Path]) -> list[Path]:
+    """Where to look for a data set: the named ``data_dir`` only (it must exist), else ``defaults``."""
+    if not data_dir:
+        return defaults
+    root = Path(data_dir).expanduser()
+    if not root.is_dir():
+        what = "is a file, not a folder" if root.exists() else "does not exist"
+        raise DataNotFoundError(
+            f"{name} not found: data_dir {root} {what}. Fix the path, create the folder (downloads "
+            f"go into it unless INITMEM_OFFLINE=1), or leave data_dir out to use the default places"
+        )
+    return [root]
+
+
 # ---------------------------------------------------------------------------------- CIFAR-10
 def find_cifar10(data_dir: str | Path | None = None, *, download: bool | None = None) -> Path:
-    """The ``cifar-10-batches-py`` folder to read: under ``data_dir`` (or ``data_dir`` itself), else the
-    cache dir; else torchvision's download into ``data_dir`` (or the cache dir). Raises
-    :class:`DataNotFoundError` naming every place looked at."""
-    roots = [Path(data_dir).expanduser()] if data_dir else []
-    roots.append(default_cache_dir())
-    candidates = []
-    for root in roots:
-        candidates += [root / CIFAR10_FOLDER, root]
+    """The ``cifar-10-batches-py`` folder to read: under ``data_dir`` (or ``data_dir`` itself) when it is
+    given, else under the cache dir; else torchvision's download into ``data_dir`` (or the cache dir).
+    Raises :class:`DataNotFoundError` naming every place looked at (a ``data_dir`` that does not exist
+    is an error: no silent fallback to another copy)."""
+    roots = _search_roots("CIFAR-10", data_dir, [default_cache_dir()])
+    candidates = list(dict.fromkeys(c for root in roots for c in (root / CIFAR10_FOLDER, root)))
     for folder in candidates:
         if all((folder / name).is_file() for name in (*CIFAR10_TRAIN_FILES, "test_batch")):
             return folder
@@ -532,12 +544,17 @@ FASHION_MNIST_FILES = {
 
 def find_fashion_mnist(data_dir: str | Path | None = None, *, download: bool | None = None) -> Path:
     """The folder holding Fashion-MNIST's four IDX files (plain or ``.gz``): ``data_dir`` (or its
-    ``FashionMNIST/raw``), the Debian package's folder, the cache dir; else torchvision's download."""
-    roots = [Path(data_dir).expanduser()] if data_dir else []
-    roots += [DEBIAN_FASHION_MNIST, default_cache_dir()]
-    candidates = []
-    for root in roots:
-        candidates += [root, root / "FashionMNIST" / "raw", root / "fashion-mnist"]
+    ``FashionMNIST/raw``) when it is given, else the Debian package's folder or the cache dir; else
+    torchvision's download. A ``data_dir`` that does not exist is an error (:class:`DataNotFoundError`),
+    and a given one is the only place looked at: no silent fallback to another copy."""
+    roots = _search_roots("Fashion-MNIST", data_dir, [DEBIAN_FASHION_MNIST, default_cache_dir()])
+    candidates = list(
+        dict.fromkeys(
+            c
+            for root in roots
+            for c in (root, root / "FashionMNIST" / "raw", root / "fashion-mnist")
+        )
+    )
     for folder in candidates:
         if all(_idx_path(folder, name) is not None for name in FASHION_MNIST_FILES.values()):
             return folder

@@ -22,6 +22,7 @@ percentage points (``*_pp``). Example::
 from __future__ import annotations
 
 import itertools
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,10 @@ def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
     """One tidy row per run of a sweep folder, in manifest order.
 
     Columns: ``hash``, ``variant``, ``pipeline`` (see :func:`pipeline_id`), ``label`` (a readable
-    pipeline name), ``run_dir``, ``status`` (completed / diverged / running / failed / pending), every
-    RunConfig field (list fields as tuples), and :data:`RESULT_COLUMNS` (accuracies as fractions).
+    pipeline name), ``run_dir``, ``status`` (completed / diverged / damaged / running / failed /
+    pending), every RunConfig field (list fields as tuples), and :data:`RESULT_COLUMNS` (accuracies as
+    fractions; NaN for unfinished runs and for damaged ones, which also get a
+    :class:`~initmem.empirical.runfolder.DamagedRunWarning` each).
     """
     rows = []
     for run in read_manifest(sweep_dir):
@@ -82,12 +85,21 @@ def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
             "status": runfolder.run_state(run_dir),
         }
         row.update({k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
-        result = runfolder.read_result(run_dir) or {}
+        result = {}
+        if row["status"] in FINISHED:
+            result = runfolder.read_result(run_dir) or {}
+        elif row["status"] == "damaged":  # its numbers cannot be trusted: left out, said once
+            warnings.warn(
+                f"skipping damaged run {run.hash} ({run.variant}): {runfolder.damage(run_dir)}",
+                runfolder.DamagedRunWarning,
+                stacklevel=2,
+            )
         row.update({k: result.get(k) for k in RESULT_COLUMNS})
         rows.append(row)
     frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
+    if frame.empty:  # no runs: the columns all the same, so callers can select and filter
+        columns = ["hash", "variant", "pipeline", "label", "run_dir", "status"]
+        return pd.DataFrame(columns=[*columns, *RunConfig.field_names(), *RESULT_COLUMNS])
     for column in RESULT_COLUMNS:
         if column != "reason":
             frame[column] = pd.to_numeric(frame[column], errors="coerce")

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from initmem.empirical.memory import (
     pipeline_columns,
     spread_table,
 )
-from initmem.empirical.sweep import SweepSpec, sweep_status
+from initmem.empirical.sweep import sweep_status
 
 FIGURE_DPI = 120
 
@@ -44,28 +45,31 @@ def write_report(
     notes: Sequence[str] = (),
     n_boot: int = 2000,
     confidence: float = 0.95,
+    out: str | Path | None = None,
 ) -> Path:
-    """Write ``report.md`` and ``figures/*.png`` into the sweep folder; return the report's path.
+    """Write ``report.md`` and ``figures/*.png`` into ``out`` (default: the sweep folder, which is only
+    read otherwise); return the report's path.
 
     ``notes`` are Markdown paragraphs placed after the summary table (e.g. a demo's verdict). The
     figures are :class:`matplotlib.figure.Figure` objects (no pyplot): the caller's backend and
     pyplot's figure list are left as they were.
     """
     sweep_dir = Path(sweep_dir)
-    figures = sweep_dir / "figures"
+    out = sweep_dir if out is None else Path(out)
+    figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     runs = load_sweep(sweep_dir)
     status = sweep_status(sweep_dir)
-    spec = SweepSpec.from_file(sweep_dir / "sweep.toml")
+    name, description = _title(sweep_dir)
     spread = spread_table(runs, n_boot=n_boot, confidence=confidence)
     accuracy = accuracy_table(runs)
     finished = runs[runs["status"].isin(("completed", "diverged"))]
     epochs = load_epochs(finished)
     layers = load_layers(finished)
 
-    lines = [f"# Sweep report: {spec.name}", ""]
-    if spec.description:
-        lines += [spec.description.strip(), ""]
+    lines = [f"# Sweep report: {name}", ""]
+    if description:
+        lines += [description.strip(), ""]
     lines += [
         f"Folder `{sweep_dir}`: {status.summary()}.",
         "",
@@ -115,7 +119,7 @@ def write_report(
         lines += ["## Failed runs", ""]
         lines += [f"- `{h}` ({v}): {e}" for h, v, e in status.failures]
         lines += [""]
-    report = sweep_dir / "report.md"
+    report = out / "report.md"
     report.write_text("\n".join(lines))
     return report
 
@@ -134,6 +138,19 @@ def _convergence_lines(runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
     return norm_sentences(norm_memory_end(curves, runs)) or ["no scaled BN-followed conv."]
 
 
+def _title(sweep_dir: Path) -> tuple[str, str]:
+    """The sweep's name and description from its ``sweep.toml`` (only these two keys are read, so a
+    sweep file that a newer version would reject still gets its report)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    path = sweep_dir / "sweep.toml"
+    values = tomllib.loads(path.read_text()) if path.is_file() else {}
+    return str(values.get("name", sweep_dir.name)), str(values.get("description", ""))
+
+
 # ====================================================================== tables
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -150,10 +167,17 @@ def _alpha(value: Any) -> str:
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    header = "| " + " | ".join(_cell(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    body = [
+        "| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)
+    ]
     return "\n".join([header, rule, *body])
+
+
+def _cell(value: Any) -> str:
+    """A table cell: ``|`` escaped (a variant name may hold one), on one line."""
+    return " ".join(str(value).split()).replace("|", "\\|")
 
 
 def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
@@ -162,12 +186,12 @@ def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
         ci = (
             f"[{_fmt(r['ci_low_pp'])}, {_fmt(r['ci_high_pp'])}]"
             if np.isfinite(r.get("ci_low_pp", np.nan))
-            else "–"
+            else _too_few(r, "–")
         )
         rows.append(
             {
                 "pipeline": r["label"],
-                "spread (pp)": _fmt(r.get("spread_pp")),
+                "spread (pp)": _fmt(r.get("spread_pp")) if r["n_alphas"] != 1 else _too_few(r),
                 f"{100 * confidence:.0f}% CI (pp)": ci,
                 "seed std (pp)": _fmt(r.get("seed_std_pp")),
                 "best / worst alpha": f"{_alpha(r.get('best_alpha'))} / {_alpha(r.get('worst_alpha'))}",
@@ -181,6 +205,16 @@ def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _too_few(row: pd.Series, otherwise: str = "") -> str:
+    """Why a pipeline's spread or interval is not a finding: one alpha (a spread of 0 by definition),
+    or one seed (no interval)."""
+    if row["n_alphas"] == 1:
+        return "– (one alpha)"
+    if row["n_seeds"] == 1:
+        return "– (one seed)"
+    return otherwise
 
 
 def _accuracy_display(accuracy: pd.DataFrame) -> pd.DataFrame:

@@ -17,9 +17,18 @@ are not (an fsync costs about 2 ms per MB here). ``log.jsonl`` is appended one l
 resume it is cut back to the checkpoint's epoch.
 
 Reading is tolerant of a run that is being written or was killed: a log line cut short is skipped, a
-table being replaced reads as absent. The state of a run (:func:`run_state`): finished when
-``result.json`` exists (its ``status``: completed or diverged), running while a process holds its lock,
-failed when ``error.txt`` exists, pending otherwise.
+table being replaced reads as absent. A result is trusted only when it is complete: ``result.json``
+must pass :func:`result_problem` (a JSON object, a known status, a test accuracy, every RunResult
+field it holds of the right type). The state of a run (:func:`run_state`, docs/run-format.md has the
+table of what each command does in each): finished (``completed`` or ``diverged``: a trusted
+``result.json``), ``running`` while a process holds its lock, ``damaged`` (a ``result.json`` that
+cannot be trusted), ``failed`` when ``error.txt`` exists, ``pending`` otherwise.
+
+Ownership. One process at a time trains a run folder: it holds the folder's lock (:func:`run_lock`,
+``fcntl.flock`` on ``.lock``, released by the kernel however the holder dies). A sweep worker takes it
+for each run; :func:`hold_run` takes it for a single run and raises :class:`RunBusyError` (naming the
+holder) when another process has it. The lock is re-entrant within a process: a trainer called by a
+worker that holds the lock holds it too.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import json
 import os
 import socket
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,9 +67,57 @@ RAW_PREDICTIONS = "test_pred.i16"
 #: The per-run lock of a sweep worker, and the record of a failed attempt.
 LOCK_FILE = ".lock"
 ERROR_FILE = "error.txt"
-#: Run states. Finished runs are ``completed`` or ``diverged`` (their result.json exists).
+#: Run states. Finished runs are ``completed`` or ``diverged`` (a trusted result.json); ``damaged``
+#: runs hold a result.json that cannot be trusted (a sweep trains them again).
 FINISHED_STATES = ("completed", "diverged")
-RUN_STATES = ("completed", "diverged", "running", "failed", "pending")
+RUN_STATES = ("completed", "diverged", "damaged", "running", "failed", "pending")
+#: RunResult fields and the JSON types each may hold in result.json (None: JSON null).
+RESULT_TYPES: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "best_val_acc": (int, float),
+    "test_acc": (int, float),
+    "best_epoch": (int,),
+    "final_train_acc": (int, float),
+    "final_test_acc": (int, float),
+    "epochs_run": (int,),
+    "steps_run": (int,),
+    "diverged_step": (int, type(None)),
+    "reason": (str, type(None)),
+    "wall_time": (int, float),
+    "hash": (str,),
+    "run_dir": (str,),
+}
+#: What to do about a run whose result.json cannot be trusted.
+DAMAGED_RESULT_FIX = (
+    "`initmem sweep run` trains it again (from its last.pt if it has one), as does "
+    "`initmem train --resume`; or remove the file"
+)
+
+
+class DamagedFileError(ValueError):
+    """A file of a run or sweep folder is unreadable or incomplete; the message names it and the fix."""
+
+    def __init__(self, path: str | Path, problem: str, fix: str):
+        self.path, self.problem, self.fix = Path(path), problem, fix
+        super().__init__(f"{path} is damaged ({problem}); {fix}")
+
+
+class DamagedRunWarning(UserWarning):
+    """A run that analysis skips (its result cannot be trusted); one line naming it and why."""
+
+
+class RunBusyError(BlockingIOError):
+    """Another process holds the run folder (it is training the run). ``exit_status`` is what
+    ``initmem train`` exits with (3: try again later; distinct from bad input, 2)."""
+
+    exit_status = 3
+
+    def __init__(self, run_dir: str | Path, holder: str):
+        self.run_dir, self.holder = Path(run_dir), holder
+        super().__init__(
+            f"{run_dir} is being trained by another process ({holder}); wait for it to finish or "
+            "stop that process, then rerun"
+        )
 
 
 # ====================================================================== the one writer
@@ -137,20 +195,74 @@ def write_result(run_dir: str | Path, result: RunResult | dict[str, Any]) -> Non
     write_atomic(Path(run_dir) / "result.json", json.dumps(values, indent=2) + "\n")
 
 
-def read_result(run_dir: str | Path) -> dict[str, Any] | None:
-    """The run's ``result.json`` as a dict, or None if the run has not finished."""
+def result_problem(values: Any, *, complete: bool = False) -> str | None:
+    """Why a parsed ``result.json`` cannot be trusted, or None if it can: it must be a JSON object with
+    a ``status`` of :data:`FINISHED_STATES` and a ``test_acc`` (a fraction in [0, 1]; NaN only for a
+    diverged run), and every :class:`RunResult` field it holds must have its type
+    (:data:`RESULT_TYPES`). ``complete``: every RunResult field must be there (what initmem's trainer
+    writes; a custom sweep trainer may write fewer)."""
+    if not isinstance(values, dict):
+        return f"a JSON {type(values).__name__}, not an object"
+    status = values.get("status")
+    if status not in FINISHED_STATES:
+        return f"status {status!r} is not one of {list(FINISHED_STATES)}"
+    missing = [k for k in RESULT_TYPES if k not in values] if complete else []
+    if "test_acc" not in values:
+        missing = ["test_acc", *[k for k in missing if k != "test_acc"]]
+    if missing:
+        return f"no {', '.join(missing)}"
+    for key, kinds in RESULT_TYPES.items():
+        value = values.get(key)
+        if key in values and (isinstance(value, bool) or not isinstance(value, kinds)):
+            return f"{key} is {value!r}, not {' or '.join(_json_type(k) for k in kinds)}"
+    test_acc = values["test_acc"]
+    if not (0.0 <= test_acc <= 1.0 or (status == "diverged" and test_acc != test_acc)):
+        return f"test_acc is {test_acc!r}, not a fraction in [0, 1]"
+    return None
+
+
+def read_result(
+    run_dir: str | Path, *, complete: bool = False, discard_damaged: bool = False
+) -> dict[str, Any] | None:
+    """The run's ``result.json`` as a dict, or None if the run has not finished.
+
+    A file that cannot be trusted (unreadable JSON, or :func:`result_problem`; ``complete`` as there)
+    raises :class:`DamagedFileError`; with ``discard_damaged`` it is removed instead (the run will be
+    trained again) with a :class:`DamagedRunWarning`, and None is returned."""
     path = Path(run_dir) / "result.json"
-    if not path.is_file():
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, IsADirectoryError):
         return None
-    return json.loads(path.read_text())
+    try:
+        values = json.loads(text)
+        problem = result_problem(values, complete=complete)
+    except ValueError as err:  # not JSON (cut short, overwritten), or not UTF-8
+        problem = f"not JSON: {' '.join(str(err).split())}"
+    if problem is None:
+        return values
+    if not discard_damaged:
+        raise DamagedFileError(path, problem, DAMAGED_RESULT_FIX)
+    warnings.warn(
+        f"{path} was damaged ({problem}): removed, the run trains again",
+        DamagedRunWarning,
+        stacklevel=2,
+    )
+    path.unlink(missing_ok=True)
+    return None
 
 
 def load_result(run_dir: str | Path) -> RunResult:
-    """The :class:`RunResult` of a finished run (FileNotFoundError if ``result.json`` is absent)."""
-    values = read_result(run_dir)
+    """The :class:`RunResult` of a finished run (FileNotFoundError if ``result.json`` is absent,
+    :class:`DamagedFileError` if it is incomplete or unreadable)."""
+    values = read_result(run_dir, complete=True)
     if values is None:
         raise FileNotFoundError(f"{Path(run_dir) / 'result.json'}: the run has not finished")
     return RunResult.from_dict(values)
+
+
+def _json_type(kind: type) -> str:
+    return {str: "a string", int: "an integer", float: "a number", type(None): "null"}[kind]
 
 
 # ====================================================================== the trainer's files
@@ -183,11 +295,22 @@ class RunFiles:
             self.path(name).unlink(missing_ok=True)
 
     def recorded_hash(self) -> str | None:
-        """The hash in ``config.json`` (None if there is none)."""
+        """The hash in ``config.json`` (None if there is none; :class:`DamagedFileError` if the file
+        cannot be read)."""
         path = self.path("config.json")
         if not path.is_file():
             return None
-        return json.loads(path.read_text())["hash"]
+        try:
+            recorded = json.loads(path.read_text())["hash"]
+            if not isinstance(recorded, str):
+                raise TypeError(f"hash is {recorded!r}")
+        except (ValueError, KeyError, TypeError) as err:
+            raise DamagedFileError(
+                path,
+                " ".join(str(err).split()) or type(err).__name__,
+                "remove the run folder's files to start the run over, or choose another out_dir",
+            ) from None
+        return recorded
 
     # ------------------------------------------------------------------ starting
     def start(self, config: RunConfig, data_description: dict[str, Any]) -> None:
@@ -270,9 +393,24 @@ class RunFiles:
             torch.save(obj, fh)
 
     def load_torch(self, name: str) -> Any:
+        """``torch.load`` a checkpoint; :class:`DamagedFileError` (naming it and the fix) if it cannot
+        be read."""
+        import pickle
+
         import torch  # the trainer has it loaded; readers of results never need it
 
-        return torch.load(self.path(name), map_location="cpu", weights_only=False)
+        path = self.path(name)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        except (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, KeyError) as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            fix = (
+                f"remove it (rm {path}) and rerun: the run restarts from the beginning, as it keeps "
+                "no older checkpoint"
+                if name == "last.pt"
+                else f"remove it (rm {path}) and rerun"
+            )
+            raise DamagedFileError(path, first, fix) from None
 
     def write_result(self, result: RunResult) -> None:
         """Write ``result.json`` atomically: from now on the run counts as finished."""
@@ -414,6 +552,10 @@ def failure_message(run_dir: str | Path) -> str:
 
 
 # ====================================================================== the lock and the state
+#: Run folders whose lock this process holds, with how many blocks hold it (re-entrant run_lock).
+_HELD: dict[str, int] = {}
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
     """Hold the run's lock (``run_dir/.lock``) for the block; yields False if another process holds it.
@@ -421,8 +563,17 @@ def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
     ``fcntl.flock`` is released by the kernel when the holder exits, however it dies. A short
     ``wait_s`` rides over a status probe that holds the lock for a moment. Whoever acquires the lock
     rewrites the file (host, pid, time): its modification time is when the run was last taken up.
+    Re-entrant: inside a block of this process that holds the lock, it yields True at once.
     """
     path = Path(run_dir) / LOCK_FILE
+    key = os.path.realpath(path)
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield True
+        finally:
+            _HELD[key] -= 1
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -441,16 +592,40 @@ def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
             os.write(
                 fd, f"{socket.gethostname()} pid {os.getpid()} since {time.ctime()}\n".encode()
             )
-        yield acquired
+            _HELD[key] = 1
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                del _HELD[key]
     finally:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+@contextlib.contextmanager
+def hold_run(run_dir: str | Path) -> Iterator[None]:
+    """Own the run folder for the block (:func:`run_lock`, re-entrant); :class:`RunBusyError` naming
+    the holder if another process has it."""
+    with run_lock(run_dir, wait_s=0.2) as acquired:
+        if not acquired:
+            raise RunBusyError(run_dir, lock_holder(run_dir) or "holder unknown")
+        yield
+
+
+def lock_holder(run_dir: str | Path) -> str | None:
+    """Who took the run's lock last: ``host pid N since TIME`` as its holder wrote it (None if never)."""
+    try:
+        return (Path(run_dir) / LOCK_FILE).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
 def lock_is_held(run_dir: str | Path) -> bool:
-    """True if some process holds the run's lock (a brief non-blocking probe)."""
+    """True if some process holds the run's lock (a brief non-blocking probe; opens the lock file
+    read-only, so a read-only sweep folder can be inspected and reported)."""
     path = Path(run_dir) / LOCK_FILE
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -472,10 +647,14 @@ def lock_taken_at(run_dir: str | Path) -> float | None:
 
 
 def run_state(run_dir: str | Path) -> str:
-    """One of :data:`RUN_STATES`: finished (completed/diverged), running (locked), failed, pending."""
-    result = read_result(run_dir)
+    """One of :data:`RUN_STATES`: finished (completed/diverged: a trusted result.json), running
+    (locked), damaged (a result.json that cannot be trusted), failed (error.txt), pending."""
+    try:
+        result = read_result(run_dir)
+    except DamagedFileError:
+        return "running" if lock_is_held(run_dir) else "damaged"
     if result is not None:
-        return str(result.get("status", "completed"))
+        return str(result["status"])
     if lock_is_held(run_dir):
         return "running"
     if (Path(run_dir) / ERROR_FILE).is_file():
@@ -483,17 +662,35 @@ def run_state(run_dir: str | Path) -> str:
     return "pending"
 
 
+def damage(run_dir: str | Path) -> str:
+    """What is wrong with a damaged run's result.json (empty if it can be trusted or is absent)."""
+    try:
+        read_result(run_dir)
+    except DamagedFileError as err:
+        return str(err)
+    return ""
+
+
 __all__ = [
+    "DAMAGED_RESULT_FIX",
+    "DamagedFileError",
+    "DamagedRunWarning",
     "ERROR_FILE",
     "FINISHED_STATES",
     "LOCK_FILE",
     "RAW_PREDICTIONS",
     "RUN_FILES",
+    "RESULT_TYPES",
     "RUN_STATES",
+    "RunBusyError",
     "RunFiles",
     "RunResult",
     "atomic_file",
     "clear_failure",
+    "damage",
+    "hold_run",
+    "lock_holder",
+    "result_problem",
     "failure_message",
     "has_checkpoint",
     "load_result",

@@ -46,7 +46,6 @@ owns each run's folder (its lock, state, result and failure record).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import importlib.resources
 import itertools
@@ -54,13 +53,13 @@ import json
 import math
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import backends, runfolder
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, unknown_field_message
 from .workers import DEFAULT_TRAINER, resolve_trainer
 
 if sys.version_info >= (3, 11):
@@ -73,6 +72,8 @@ SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep")
 #: Keys of the optional ``[sweep]`` table (sweep-level options; the command line overrides them).
 SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit")
 BACKENDS = tuple(backends.BACKENDS)
+#: Sweeps of this many runs or more show a progress bar while they are expanded and validated.
+PROGRESS_MIN_RUNS = 100_000
 
 
 class SweepError(ValueError):
@@ -120,6 +121,11 @@ class SweepSpec:
         if bad_options:
             raise SweepError(
                 f"unknown [sweep] option(s) {bad_options}; allowed: {list(SWEEP_OPTIONS)}"
+            )
+        if not set(values) & {"base", "grid", "variants"}:
+            raise SweepError(
+                f"sweep file '{name}' defines no runs (no [base], [grid] or [[variants]]); "
+                "see a preset for the format: initmem sweep presets"
             )
         raw_variants = values.get("variants", [{}])
         if not isinstance(raw_variants, list) or not raw_variants:
@@ -214,35 +220,71 @@ class SweepSpec:
         return dataclasses.replace(self, options=merged, source="")
 
     # ------------------------------------------------------------ expansion
-    def expand(self) -> list[SweepRun]:
-        """Every run of the sweep (variants x grid), validated; raises SweepError on the first bad one.
+    def count(self) -> int:
+        """The number of runs (variants x grid), computed without expanding the sweep."""
+        return sum(
+            math.prod(len(values) for values in {**self.grid, **variant.grid}.values())
+            for variant in self.variants
+        )
 
-        Order: variants in file order; within a variant the grid product with the first axis slowest.
+    def iter_runs(self, *, progress: bool | None = None) -> Iterator[SweepRun]:
+        """Every run of the sweep, validated, one at a time; raises SweepError at the first bad one.
+
+        Lazy: a grid point is built and checked when the caller asks for it, so memory stays bounded
+        (one config at a time, plus about 100 bytes per run for the duplicate check). ``progress``
+        shows a bar on stderr: None (default) for sweeps of :data:`PROGRESS_MIN_RUNS` runs or more
+        when stderr is a terminal, True always, False never. Order: variants in file order; within a
+        variant the grid product with the first axis slowest.
         """
-        runs: list[SweepRun] = []
-        seen: dict[str, str] = {}
-        for variant in self.variants:
-            grid = {**self.grid, **variant.grid}
-            keys = list(grid)
-            for point in itertools.product(*(grid[k] for k in keys)):
-                values = {**self.base, **variant.overrides, **dict(zip(keys, point, strict=True))}
-                where = ", ".join(f"{k}={v!r}" for k, v in zip(keys, point, strict=True))
-                try:
-                    config = RunConfig.from_dict(values)
-                except ConfigError as err:
-                    raise SweepError(
-                        f"run {len(runs)} of sweep '{self.name}' (variant '{variant.name}'"
-                        f"{', ' + where if where else ''}): {err}"
-                    ) from None
-                run = SweepRun(config.hash, variant.name, config)
-                if run.hash in seen:
-                    raise SweepError(
-                        f"variant '{variant.name}' ({where}) repeats a run of variant "
-                        f"'{seen[run.hash]}' with the same config (hash {run.hash})"
-                    )
-                seen[run.hash] = variant.name
-                runs.append(run)
-        return runs
+        from tqdm.auto import tqdm
+
+        total = self.count()
+        show = total >= PROGRESS_MIN_RUNS if progress is None else progress
+        bar = tqdm(
+            total=total,
+            desc=f"expanding sweep {self.name}",
+            unit="run",
+            disable=(None if progress is None else False) if show else True,
+            miniters=max(1, total // 1000),
+            dynamic_ncols=True,
+        )
+        seen: dict[int, int] = {}  # hash (as a 64-bit int) -> index of the variant that made it
+        index = 0
+        with bar:
+            for v, variant in enumerate(self.variants):
+                grid = {**self.grid, **variant.grid}
+                keys = list(grid)
+                for point in itertools.product(*(grid[k] for k in keys)):
+                    values = {
+                        **self.base,
+                        **variant.overrides,
+                        **dict(zip(keys, point, strict=True)),
+                    }
+                    try:
+                        config = RunConfig.from_dict(values)
+                    except ConfigError as err:
+                        where = _where(keys, point)
+                        raise SweepError(
+                            f"run {index} of sweep '{self.name}' (variant '{variant.name}'"
+                            f"{', ' + where if where else ''}): {err}"
+                        ) from None
+                    run = SweepRun(config.hash, variant.name, config)
+                    key = int(run.hash, 16)
+                    if key in seen:
+                        raise SweepError(
+                            f"variant '{variant.name}' ({_where(keys, point)}) repeats a run of "
+                            f"variant '{self.variants[seen[key]].name}' with the same config "
+                            f"(hash {run.hash})"
+                        )
+                    seen[key] = v
+                    index += 1
+                    bar.update(1)
+                    yield run
+
+    def expand(self) -> list[SweepRun]:
+        """Every run of the sweep (variants x grid), validated, as a list (see :meth:`iter_runs`, which
+        yields them one at a time with bounded memory); raises SweepError on the first bad one."""
+        return list(self.iter_runs())
 
     def to_toml(self) -> str:
         """The sweep as a TOML file (used when the spec was changed after loading)."""
@@ -294,6 +336,10 @@ class SweepRun:
         }
 
 
+def _where(keys: list[str], point: tuple) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in zip(keys, point, strict=True))
+
+
 def _table(values: dict[str, Any], key: str) -> dict[str, Any]:
     table = values.get(key, {})
     if not isinstance(table, dict):
@@ -305,11 +351,7 @@ def _check_fields(where: str, values: dict[str, Any]) -> None:
     known = RunConfig.field_names()
     for key in values:
         if key not in known:
-            hint = difflib.get_close_matches(key, known, n=1)
-            raise SweepError(
-                f"{where}: unknown config field '{key}'"
-                + (f" (did you mean '{hint[0]}'?)" if hint else "")
-            )
+            raise SweepError(unknown_field_message(key, where))
 
 
 def _grid_table(where: str, grid: Any) -> dict[str, list[Any]]:
@@ -373,7 +415,7 @@ def prepare_sweep(
         entry["config"]["out_dir"] = str(run.run_dir(sweep_dir).resolve())
     manifest_path = sweep_dir / "manifest.json"
     if manifest_path.exists() and not update:
-        old = json.loads(manifest_path.read_text())
+        old = [{"hash": r.hash, "variant": r.variant} for r in read_manifest(sweep_dir)]
         if [(e["hash"], e["variant"]) for e in old] != [(r.hash, r.variant) for r in runs]:
             common = len({e["hash"] for e in old} & {r.hash for r in runs})
             raise SweepError(
@@ -388,14 +430,26 @@ def prepare_sweep(
 
 
 def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
-    """The runs of a sweep folder, in expansion order."""
+    """The runs of a sweep folder, in expansion order. A manifest that cannot be read raises
+    :class:`~initmem.empirical.runfolder.DamagedFileError` naming the fix (``--update``)."""
     path = Path(sweep_dir) / "manifest.json"
     if not path.is_file():
         raise SweepError(f"{sweep_dir} is not a sweep folder (no manifest.json)")
-    runs = []
-    for entry in json.loads(path.read_text()):
-        config = RunConfig.from_dict(entry["config"], validate=False)
-        runs.append(SweepRun(entry["hash"], entry["variant"], config))
+    try:
+        runs = []
+        for entry in json.loads(path.read_text()):
+            config = RunConfig.from_dict(entry["config"], validate=False)
+            runs.append(SweepRun(str(entry["hash"]), str(entry["variant"]), config))
+    except (ValueError, KeyError, TypeError) as err:  # cut short, overwritten, edited by hand
+        problem = " ".join(str(err).split()) or type(err).__name__
+        if isinstance(err, KeyError):
+            problem = f"an entry has no {err}"
+        raise runfolder.DamagedFileError(
+            path,
+            problem,
+            f"rewrite it with `initmem sweep run {Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} "
+            "--update` (finished runs are kept)",
+        ) from None
     return runs
 
 
@@ -411,6 +465,8 @@ class SweepStatus:
     pending: int
     resumable: int
     failures: tuple[tuple[str, str, str], ...] = ()  # (hash, variant, first line of error.txt)
+    damaged: int = 0  # runs whose result.json cannot be trusted (a sweep run trains them again)
+    damages: tuple[tuple[str, str, str], ...] = ()  # (hash, variant, what is wrong and the fix)
 
     @property
     def done(self) -> int:
@@ -420,12 +476,14 @@ class SweepStatus:
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self) | {"done": self.done}
         values["failures"] = [{"hash": h, "variant": v, "error": e} for h, v, e in self.failures]
+        values["damages"] = [{"hash": h, "variant": v, "damage": d} for h, v, d in self.damages]
         return values
 
     def summary(self) -> str:
         return (
             f"{self.done}/{self.total} done ({self.completed} completed, {self.diverged} diverged), "
-            f"{self.running} running, {self.failed} failed, {self.pending} pending"
+            + (f"{self.damaged} damaged, " if self.damaged else "")
+            + f"{self.running} running, {self.failed} failed, {self.pending} pending"
             + (f" ({self.resumable} with a checkpoint)" if self.resumable else "")
         )
 
@@ -434,7 +492,7 @@ def sweep_status(sweep_dir: str | Path) -> SweepStatus:
     """Count the run states of a sweep folder (reads result.json files and probes the locks)."""
     counts = dict.fromkeys(runfolder.RUN_STATES, 0)
     resumable = 0
-    failures = []
+    failures, damages = [], []
     for run in read_manifest(sweep_dir):
         run_dir = run.run_dir(sweep_dir)
         state = runfolder.run_state(run_dir)
@@ -443,8 +501,14 @@ def sweep_status(sweep_dir: str | Path) -> SweepStatus:
             resumable += 1
         if state == "failed":
             failures.append((run.hash, run.variant, runfolder.failure_message(run_dir)))
+        if state == "damaged":
+            damages.append((run.hash, run.variant, runfolder.damage(run_dir)))
     return SweepStatus(
-        total=sum(counts.values()), resumable=resumable, failures=tuple(failures), **counts
+        total=sum(counts.values()),
+        resumable=resumable,
+        failures=tuple(failures),
+        damages=tuple(damages),
+        **counts,
     )
 
 

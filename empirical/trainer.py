@@ -67,7 +67,14 @@ from .optim import (
     handles_decoupled_decay,
     set_lr,
 )
-from .runlog import RunFiles, RunResult, load_result
+from .runfolder import (
+    DamagedFileError,
+    RunFiles,
+    RunResult,
+    hold_run,
+    load_result,
+    read_result,
+)
 
 #: Optimizer steps between divergence checks (each check syncs with the device once).
 DIVERGENCE_CHECK_EVERY = 25
@@ -104,22 +111,38 @@ def train(
     sweep). ``download``: let torchvision fetch a missing data set (None: unless
     ``INITMEM_OFFLINE=1``). ``callback(record)`` is called after each evaluation and its checkpoint,
     e.g. to stop a run from outside by raising.
+
+    The run folder is owned by this process while it trains (:func:`runfolder.hold_run`): another
+    process training it raises :class:`~initmem.empirical.runfolder.RunBusyError`. Interrupted between
+    two epochs (KeyboardInterrupt: Ctrl-C, or SIGTERM / SIGUSR2 turned into one by ``initmem train``),
+    the run first checkpoints what it has not yet saved; interrupted inside an epoch it keeps its last
+    checkpoint. Either way the folder resumes.
     """
-    session = RunSession.begin(config, resume=resume, data=data, download=download)
-    if session.result is not None:  # finished before: returned as it is
-        return session.result
-    if session.at_init:
-        session.evaluate()  # no checkpoint yet: a run killed before its first one starts over
-    divergence = None
-    with session.running():  # the progress bar; cudnn autotuning on CUDA
-        while not session.done:
-            divergence = session.train_epoch()
-            if divergence is not None:
-                break
-            record = session.end_epoch()  # the evaluation and the checkpoint, when due
-            if record is not None and callback is not None:
-                callback(record)
-    return session.finish(divergence)
+    config.validate()
+    with hold_run(config.out_dir):
+        session = RunSession.begin(config, resume=resume, data=data, download=download)
+        if session.result is not None:  # finished before: returned as it is
+            return session.result
+        if session.at_init:
+            session.evaluate()  # no checkpoint yet: a run killed before its first one starts over
+        divergence = None
+        between_epochs = False  # the log and the trainer agree: a checkpoint may be taken
+        try:
+            with session.running():  # the progress bar; cudnn autotuning on CUDA
+                while not session.done:
+                    between_epochs = False
+                    divergence = session.train_epoch()
+                    if divergence is not None:
+                        break
+                    record = session.end_epoch()  # the evaluation and the checkpoint, when due
+                    between_epochs = True
+                    if record is not None and callback is not None:
+                        callback(record)
+        except KeyboardInterrupt:
+            if between_epochs and session.checkpointed_epoch != session.trainer.epoch:
+                session.checkpoint()
+            raise
+        return session.finish(divergence)
 
 
 # ==================================================================================== one run and its folder
@@ -142,6 +165,8 @@ class RunSession:
         self.result: RunResult | None = None
         self._started = started
         self._clock_offset = 0.0  # the wall time of the attempts before a resume
+        #: the epoch of the last checkpoint written or resumed from (None: none yet)
+        self.checkpointed_epoch: int | None = None
         self._bar: tqdm | None = None
 
     @classmethod
@@ -160,7 +185,7 @@ class RunSession:
         config.validate()
         files = RunFiles(config.out_dir)
         _check_run_folder(files, config, resume)
-        if files.path("result.json").is_file():
+        if read_result(files.dir, complete=True, discard_damaged=True) is not None:
             session = cls(config, files, None, time.perf_counter())
             session.result = load_result(config.out_dir)
             return session
@@ -179,6 +204,7 @@ class RunSession:
         if self.best.model_state is None:  # the best model was the checkpoint's own model
             self.best.model_state = _cpu_state(trainer.model)
         self._clock_offset = state["wall_time"]
+        self.checkpointed_epoch = trainer.epoch
         self.files.reopen(trainer.epoch, len(trainer.data.test))
         self.files.save_torch("best.pt", self.best.model_state)  # a kill may have left a later one
 
@@ -242,6 +268,7 @@ class RunSession:
             "hash": cfg.hash,
         }
         self.files.save_torch("last.pt", state)
+        self.checkpointed_epoch = trainer.epoch
 
     def _save_best(self) -> None:
         """best.pt, if a better model came since it was last written (written at checkpoints only: a
@@ -338,10 +365,19 @@ def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -
             f"{files.dir} holds a run of another config (hash {recorded}, this one {config.hash}); "
             f"choose another out_dir"
         )
-    if resume is False and files.holds_run():
+    if resume is False and files.holds_run() and not _finished(files):
         raise RunFolderError(
-            f"{files.dir} already holds a run; resume it (--resume) or choose another out_dir"
+            f"{files.dir} already holds an unfinished run; resume it (--resume) or choose another "
+            "out_dir"
         )
+
+
+def _finished(files: RunFiles) -> bool:
+    """Whether the folder holds a trusted result (a damaged one reads as unfinished)."""
+    try:
+        return read_result(files.dir) is not None
+    except DamagedFileError:
+        return False
 
 
 def _labels(split: ImageSplit) -> np.ndarray:
@@ -423,6 +459,10 @@ class Trainer:
         self.names = [name for name, _ in named]
         self.params = [p for _, p in named]
         self.scale_invariant = set(scale_invariant_parameters(self.model))
+        #: layers whose angular update per step is logged: the scale-invariant conv weights
+        self.angle_layers = [
+            config.track_grad_norms and name in self.scale_invariant for name in self.names
+        ]
         self.init_params = [p.detach().clone() for p in self.params]
 
         self.optimizer = build_optimizer(self.params, config)
@@ -438,7 +478,7 @@ class Trainer:
         #: the schedule's multiplier of lr at every optimizer step (theory.schedule.lr_multipliers)
         self.lr_factors = config.lr_multipliers()
         self.epoch = 0
-        self.interval = IntervalStats(self.params)
+        self.interval = IntervalStats(self.params, self.angle_layers)
 
     # ------------------------------------------------------------------ training
     def current_lr(self) -> float:
@@ -522,6 +562,7 @@ class Trainer:
         self.optimizer.step()
         if self.decoupled is not None:
             self.decoupled.after_step()
+        self.interval.add_angles(self.params)
 
     def _check_divergence(self, losses: torch.Tensor, first_step: int) -> Divergence | None:
         finite = torch.isfinite(losses)
@@ -616,7 +657,7 @@ class Trainer:
             "wall_time": wall_time,
             "layers": layers,
         }
-        self.interval = IntervalStats(self.params)
+        self.interval = IntervalStats(self.params, self.angle_layers)
         return record, test_pred
 
     # ------------------------------------------------------------------ checkpoints
@@ -672,7 +713,9 @@ class IntervalStats:
     reported by :meth:`layer_fields` and carried across a resume by :meth:`state_dict`.
     """
 
-    def __init__(self, params: list[torch.Tensor]):
+    def __init__(self, params: list[torch.Tensor], angles: list[bool] | None = None):
+        """``angles``: per layer, whether to measure its angular update per step (scale-invariant
+        conv weights; one filter is a row of ``weight.reshape(out_channels, -1)``)."""
         n, device = len(params), params[0].device
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.correct = torch.zeros((), dtype=torch.int64, device=device)
@@ -683,6 +726,12 @@ class IntervalStats:
         self.norm_sq_drift = torch.zeros(n, dtype=torch.float64, device=device)
         self.norm_sq_decay = 1.0
         self.start = [p.detach().clone() for p in params]
+        self.angle_layers = [i for i, on in enumerate(angles or []) if on]
+        self.angle_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.filter_angle_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.angle_steps = 0
+        # the weights before the next step (== the current weights between steps: never stored)
+        self.previous = [params[i].detach().clone() for i in self.angle_layers]
 
     def add_step(self, grads: list[torch.Tensor] | None, lr: float, decay: float) -> None:
         """One optimizer step at learning rate ``lr`` with decay factor ``decay`` = c_t =
@@ -697,6 +746,29 @@ class IntervalStats:
         self.lr_sq_grad_sq_sum += lr * lr * grad_sq
         self.norm_sq_drift.mul_(decay * decay).add_(grad_sq, alpha=lr * lr)
         self.tracked_steps += 1
+
+    def add_angles(self, params: list[torch.Tensor]) -> None:
+        """After a step: per measured layer the angle between its weights before and after the
+        step, whole tensor and per filter (mean over filters), added to the interval's sums
+        (``theory.normalized.angular_update``'s cancellation-free form, float64)."""
+        if not self.angle_layers:
+            return
+        with torch.no_grad():
+            whole, per_filter = [], []
+            for k, i in enumerate(self.angle_layers):
+                after = params[i].detach()
+                a = self.previous[k].reshape(after.shape[0], -1).double()
+                d = after.reshape(after.shape[0], -1).double() - a
+                aa, dd, ad = (a * a).sum(1), (d * d).sum(1), (a * d).sum(1)
+                cross = (aa * dd - ad * ad).clamp_min(0.0).sqrt()
+                per_filter.append(torch.atan2(cross, aa + ad).mean())
+                whole_cross = (aa.sum() * dd.sum() - ad.sum() ** 2).clamp_min(0.0).sqrt()
+                whole.append(torch.atan2(whole_cross, aa.sum() + ad.sum()))
+                self.previous[k].copy_(after)
+            index = torch.tensor(self.angle_layers, device=self.angle_sum.device)
+            self.angle_sum.index_add_(0, index, torch.stack(whole))
+            self.filter_angle_sum.index_add_(0, index, torch.stack(per_filter))
+        self.angle_steps += 1
 
     def add_epoch(self, losses: torch.Tensor, images: int) -> None:
         """An epoch's step losses (their sum) and the number of training images it saw."""
@@ -715,6 +787,10 @@ class IntervalStats:
         lr_sq_grad_sq = self.lr_sq_grad_sq_sum.cpu().numpy()
         drift = self.norm_sq_drift.cpu().numpy()
         nan = float("nan")
+        steps = self.angle_steps
+        angle = (self.angle_sum / max(steps, 1)).cpu().numpy()
+        filter_angle = (self.filter_angle_sum / max(steps, 1)).cpu().numpy()
+        measured = set(self.angle_layers) if steps else set()
         return [
             {
                 "update_norm": float(update[i]) if trained else nan,
@@ -722,6 +798,8 @@ class IntervalStats:
                 "grad_sq_sum": float(grad_sq[i]) if tracked else nan,
                 "lr_sq_grad_sq_sum": float(lr_sq_grad_sq[i]) if tracked else nan,
                 "norm_sq_drift": float(drift[i]) if tracked else nan,
+                "angular_update": float(angle[i]) if i in measured else nan,
+                "filter_angular_update": float(filter_angle[i]) if i in measured else nan,
             }
             for i in range(len(params))
         ]
@@ -736,6 +814,9 @@ class IntervalStats:
             "lr_sq_grad_sq_sum": self.lr_sq_grad_sq_sum,
             "norm_sq_drift": self.norm_sq_drift,
             "norm_sq_decay": self.norm_sq_decay,
+            "angle_sum": self.angle_sum,
+            "filter_angle_sum": self.filter_angle_sum,
+            "angle_steps": self.angle_steps,
             # right after an evaluation the interval starts at the current weights: not stored
             "interval_start": self.start if self.images_seen else None,
         }
@@ -746,6 +827,11 @@ class IntervalStats:
         device = self.loss_sum.device
         for key in ("images_seen", "tracked_steps", "norm_sq_decay"):
             setattr(self, key, state[key])
+        if "angle_sum" in state:  # checkpoints written before the angular update was logged lack it
+            self.angle_steps = state["angle_steps"]
+            self.angle_sum = state["angle_sum"].to(device)
+            self.filter_angle_sum = state["filter_angle_sum"].to(device)
+        self.previous = [params[i].detach().clone() for i in self.angle_layers]
         for key in ("loss_sum", "correct", "grad_sq_sum", "lr_sq_grad_sq_sum", "norm_sq_drift"):
             setattr(self, key, state[key].to(device))
         start = state["interval_start"]

@@ -89,7 +89,8 @@ def execute_task(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER
 def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER) -> Outcome:
     """Train one run of a sweep under its lock.
 
-    Skips a finished run, resumes an unfinished one (the trainer reads ``last.pt``), records an
+    Skips a finished run, resumes an unfinished one (the trainer reads ``last.pt``; a run whose
+    result.json cannot be trusted is unfinished: the file is removed), records an
     exception in ``error.txt`` (status ``failed``) instead of raising. A trainer that returns without
     writing ``result.json`` gets one written from what it returned (a dataclass or a dict).
     """
@@ -98,7 +99,7 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
     with run_lock(run_dir) as acquired:
         if not acquired:
             return _locked_outcome(task)
-        result = read_result(run_dir)
+        result = read_result(run_dir, discard_damaged=True)  # a damaged result: train it again
         if result is None:
             clear_failure(run_dir)  # a retry of a failed run
             try:
@@ -133,7 +134,7 @@ def execute_pack(task: dict[str, Any]) -> list[Outcome]:
             run_dir = Path(member["run_dir"])
             if not locks.enter_context(run_lock(run_dir)):
                 outcomes[member["hash"]] = _locked_outcome(member)
-            elif (result := read_result(run_dir)) is not None:
+            elif (result := read_result(run_dir, discard_damaged=True)) is not None:
                 outcomes[member["hash"]] = _finished_outcome(member, result, start)
             else:
                 clear_failure(run_dir)  # a retry of a failed run

@@ -8,6 +8,9 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
   :mod:`~initmem.theory.empirical_kernels`: empirical kernels of a torch module (the only module that
   imports torch: it and :func:`empirical_ntk` load on first use, so ``import initmem.theory`` does not).
 - :mod:`~initmem.theory.normalized`: scale-invariant (BatchNorm) weights, the paper's mechanism.
+- :mod:`~initmem.theory.logistic`: cross-entropy on a linear model (max margin, minimizers).
+- :mod:`~initmem.theory.logit_scale`: the head x last-BN-gain pair under cross-entropy.
+- :mod:`~initmem.theory.checks`: the argument checks every theory module shares.
 - :mod:`~initmem.theory.schedule`: accumulated regularization of a schedule.
 - :mod:`~initmem.theory.units`: every unit of forgetting of a pipeline (the one definition).
 - :mod:`~initmem.theory.forgetting`: every mechanism's forgetting time for one pipeline.
@@ -16,34 +19,53 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
 
 import importlib
 
-from . import (
-    deep_linear,
-    forgetting,
-    kernels,
-    linear,
-    normalized,
-    normalized_sim,
-    ntk,
-    schedule,
-    simulate,
-    units,
+#: Submodules, loaded on first use (PEP 562): ``import initmem.theory`` (and ``initmem.theory.schedule``,
+#: which RunConfig's validation uses) loads neither pandas nor torch.
+_SUBMODULES = (
+    "checks",
+    "deep_linear",
+    "empirical_kernels",
+    "forgetting",
+    "kernels",
+    "linear",
+    "logistic",
+    "logit_scale",
+    "normalized",
+    "normalized_sim",
+    "ntk",
+    "schedule",
+    "simulate",
+    "units",
 )
-from .forgetting import ForgettingReport, Pipeline, predict_forgetting
-from .kernels import Kernel, relu_mlp_kernel
-from .normalized import normalized_forgetting
-from .ntk import gradient_descent_mse
-from .schedule import accumulated_regularization
+#: Public name -> the submodule that defines it.
+_HOMES = {
+    "ForgettingReport": "forgetting",
+    "Pipeline": "forgetting",
+    "predict_forgetting": "forgetting",
+    "Kernel": "kernels",
+    "relu_mlp_kernel": "kernels",
+    "normalized_forgetting": "normalized",
+    "gradient_descent_mse": "ntk",
+    "accumulated_regularization": "schedule",
+    "empirical_ntk": "empirical_kernels",
+}
 
 
 def __getattr__(name: str):
-    """``empirical_ntk`` and ``empirical_kernels``, loaded on first use (PEP 562)."""
-    if name in ("empirical_kernels", "empirical_ntk"):
-        # deferred: torch and torch.func take seconds to import (import_module: a `from . import`
-        # would ask this __getattr__ again for the submodule before loading it)
-        empirical_kernels = importlib.import_module(f"{__name__}.empirical_kernels")
-
-        return empirical_kernels if name == "empirical_kernels" else empirical_kernels.empirical_ntk
+    """Submodules and their public names, loaded on first use (PEP 562); ``empirical_ntk`` and
+    ``empirical_kernels`` import torch (seconds), the others numpy, scipy and pandas."""
+    if name in _SUBMODULES:
+        # import_module: a `from . import` would ask this __getattr__ again before loading it
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [
@@ -51,6 +73,7 @@ __all__ = [
     "Kernel",
     "Pipeline",
     "accumulated_regularization",
+    "checks",
     "deep_linear",
     "empirical_kernels",
     "empirical_ntk",
@@ -58,6 +81,8 @@ __all__ = [
     "gradient_descent_mse",
     "kernels",
     "linear",
+    "logistic",
+    "logit_scale",
     "normalized",
     "normalized_forgetting",
     "normalized_sim",

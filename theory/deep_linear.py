@@ -39,7 +39,7 @@ from functools import reduce
 
 import numpy as np
 
-from .linear import _check_nonnegative, _check_positive
+from .checks import check_number
 
 __all__ = [
     "BalanceDrift",
@@ -48,6 +48,8 @@ __all__ = [
     "balance_forgetting_time",
     "balance_matrices",
     "balance_under_weight_decay",
+    "check_weights",
+    "check_xy",
     "deep_linear_gradients",
     "deep_linear_loss",
     "end_to_end",
@@ -72,7 +74,7 @@ class ForgettingTime:
 # Checks
 
 
-def _check_weights(weights) -> list[np.ndarray]:
+def check_weights(weights) -> list[np.ndarray]:
     weights = [np.asarray(W, dtype=np.float64) for W in weights]
     if len(weights) < 1:
         raise ValueError("weights must hold at least one matrix")
@@ -87,7 +89,7 @@ def _check_weights(weights) -> list[np.ndarray]:
     return weights
 
 
-def _check_xy(weights: list[np.ndarray], X, Y) -> tuple[np.ndarray, np.ndarray]:
+def check_xy(weights: list[np.ndarray], X, Y) -> tuple[np.ndarray, np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != weights[0].shape[1]:
@@ -108,14 +110,14 @@ def _product(matrices: list[np.ndarray], size: int) -> np.ndarray:
 
 def end_to_end(weights) -> np.ndarray:
     """End-to-end matrix W = W_L ... W_1, shape (d_L, d_0)."""
-    weights = _check_weights(weights)
+    weights = check_weights(weights)
     return _product(weights, weights[0].shape[1])
 
 
 def deep_linear_loss(weights, X, Y) -> float:
     """L = |X W^T - Y|_F^2 / (2n) (no L2 term)."""
-    weights = _check_weights(weights)
-    X, Y = _check_xy(weights, X, Y)
+    weights = check_weights(weights)
+    X, Y = check_xy(weights, X, Y)
     residual = X @ end_to_end(weights).T - Y
     return float(np.sum(residual**2) / (2 * X.shape[0]))
 
@@ -132,8 +134,8 @@ def _layer_gradients(weights: list[np.ndarray], E: np.ndarray) -> list[np.ndarra
 
 def deep_linear_gradients(weights, X, Y) -> list[np.ndarray]:
     """Gradients G_l of L = |X W^T - Y|_F^2 / (2n) with respect to each W_l (no L2 term)."""
-    weights = _check_weights(weights)
-    X, Y = _check_xy(weights, X, Y)
+    weights = check_weights(weights)
+    X, Y = check_xy(weights, X, Y)
     E = (end_to_end(weights) @ X.T - Y.T) @ X / X.shape[0]
     return _layer_gradients(weights, E)
 
@@ -143,8 +145,8 @@ def per_example_gradients(weights, X, Y) -> list[np.ndarray]:
 
     Their mean over examples is ``deep_linear_gradients``.
     """
-    weights = _check_weights(weights)
-    X, Y = _check_xy(weights, X, Y)
+    weights = check_weights(weights)
+    X, Y = check_xy(weights, X, Y)
     residuals = X @ end_to_end(weights).T - Y  # (n, d_L)
     size = weights[0].shape[1]
     grads = []
@@ -166,7 +168,7 @@ def balance_matrices(weights) -> list[np.ndarray]:
     init of scale alpha gives D_l of size alpha^2, so the balance is the part of the init that
     gradient flow never forgets.
     """
-    weights = _check_weights(weights)
+    weights = check_weights(weights)
     return [
         W_next.T @ W_next - W @ W.T for W, W_next in zip(weights[:-1], weights[1:], strict=True)
     ]
@@ -181,8 +183,8 @@ def balance_after_step(
     unregularized gradients used by the step (full batch, or the minibatch's: the identity holds
     for any loss of the end-to-end matrix). Derivation in the module docstring.
     """
-    lr = _check_positive("lr", lr)
-    weight_decay = _check_nonnegative("weight_decay", weight_decay)
+    lr = check_number("lr", lr, strict=True)
+    weight_decay = check_number("weight_decay", weight_decay)
     gradients = [np.asarray(G, dtype=np.float64) for G in gradients]
     balances = [np.asarray(D, dtype=np.float64) for D in balances]
     if len(balances) != len(gradients) - 1:
@@ -209,8 +211,8 @@ def balance_under_weight_decay(balances, weight_decay: float, time: float) -> li
     Exact for gradient flow (module docstring); discrete GD adds the lr^2 term of
     ``balance_after_step``, an O(lr) correction at fixed continuous time.
     """
-    weight_decay = _check_nonnegative("weight_decay", weight_decay)
-    time = _check_nonnegative("time", time)
+    weight_decay = check_number("weight_decay", weight_decay)
+    time = check_number("time", time)
     return [
         math.exp(-2.0 * weight_decay * time) * np.asarray(D, dtype=np.float64) for D in balances
     ]
@@ -223,8 +225,8 @@ def balance_forgetting_time(lr: float, weight_decay: float) -> ForgettingTime:
     steps, about 1 / (2 lr lambda); in continuous time 1 / (2 lambda) for gradient flow. Without
     weight decay, ``inf`` (only the lr^2 term changes D_l: see ``sgd_balance_drift``).
     """
-    lr = _check_positive("lr", lr)
-    weight_decay = _check_nonnegative("weight_decay", weight_decay)
+    lr = check_number("lr", lr, strict=True)
+    weight_decay = check_number("weight_decay", weight_decay)
     if weight_decay == 0.0:
         return ForgettingTime(steps=math.inf, continuous_time=math.inf)
     if lr * weight_decay >= 1.0:
@@ -268,10 +270,10 @@ def sgd_balance_drift(
     drawn without replacement, so E[G^B^T G^B] = G^T G + c_b S with S = (1/n) sum_i
     (g_i - G)^T (g_i - G) and c_b = (n - b) / (b (n - 1)) (finite-population correction; exact).
     """
-    weights = _check_weights(weights)
-    X, Y = _check_xy(weights, X, Y)
-    lr = _check_positive("lr", lr)
-    weight_decay = _check_nonnegative("weight_decay", weight_decay)
+    weights = check_weights(weights)
+    X, Y = check_xy(weights, X, Y)
+    lr = check_number("lr", lr, strict=True)
+    weight_decay = check_number("weight_decay", weight_decay)
     n = X.shape[0]
     if isinstance(batch_size, bool) or int(batch_size) != batch_size or not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be an integer in [1, {n}], got {batch_size!r}")
@@ -325,11 +327,11 @@ def saxe_mode_strength(time, signal: float, u0: float, weight_decay: float = 0.0
     phi(x) = (1 - e^{-x}) / x (the second form is used: finite for s' <= 0 too, and for s' = 0 it is
     the zero-signal law u0 / (1 + 2 u0 t)). ``time`` in continuous time lr * steps; u0 > 0.
     """
-    u0 = _check_positive("u0", u0)
+    u0 = check_number("u0", u0, strict=True)
     signal = float(signal)
     if not math.isfinite(signal):
         raise ValueError(f"signal must be finite, got {signal!r}")
-    weight_decay = _check_nonnegative("weight_decay", weight_decay)
+    weight_decay = check_number("weight_decay", weight_decay)
     time = np.asarray(time, dtype=np.float64)
     if np.any(time < 0) or not np.all(np.isfinite(time)):
         raise ValueError("time must be finite and >= 0 (continuous time lr * steps)")
@@ -352,8 +354,8 @@ def saxe_learning_time(
     growing like ln(1 / alpha^2) / (2 s'): a smaller init takes logarithmically longer to learn.
     Needs 0 < u0 < fraction * s' < s' (signal above the weight decay).
     """
-    u0 = _check_positive("u0", u0)
-    weight_decay = _check_nonnegative("weight_decay", weight_decay)
+    u0 = check_number("u0", u0, strict=True)
+    weight_decay = check_number("weight_decay", weight_decay)
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
     s_eff = float(signal) - weight_decay

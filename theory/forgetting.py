@@ -20,7 +20,20 @@ weights, where alpha only sets the effective learning rate ``lr / |w|^2``
 Which dominates: the acting mechanism (of ``sgd_noise``, ``explicit_decay``, ``adaptive``) with the
 shortest time. This is the right comparison: with constant rates the pipeline's time is
 ``ln(1 + T_noise / tau) * tau`` (tau the decay's time scale, T_noise the drift's), which is about
-T_noise when ``T_noise < tau`` and about ``tau ln(T_noise / tau)`` when decay is faster.
+T_noise when ``T_noise < tau`` and about ``tau ln(T_noise / tau)`` when decay is faster. When no
+acting mechanism forgets within a scheduled run (every time ``inf``), the dominant one is the one
+with the least ``memory_left`` at the run's end.
+
+Schedules: a non-constant ``lr_multipliers`` makes every time the first step within the run that
+reaches it (``inf`` if none), as ``memory_left`` does; a constant one is the constant-lr law, whose
+time may lie beyond the run (``Pipeline.time_schedule``).
+
+Parameter groups under cross-entropy (``ForgettingReport.groups``, :data:`GROUPS`): the BN-followed
+conv weights (the ``pipeline`` row), the head x last-BN-gain pair whose product is the logit scale
+(:mod:`initmem.theory.logit_scale`: kept without decay, model (4) with SGD + decay, no prediction
+for Adam-family), the other weights' null-space component (``linear_decay``) and the inner BN
+affine (an explicit "no prediction" row). The groups with a prediction are ranked by their time;
+``forgets_last`` names the slowest (ties: the first in :data:`GROUPS` order).
 
 Units: optimizer steps, and epochs (steps / steps_per_epoch) when the pipeline knows its epoch
 length. Forgetting means ``|ln(eff_lr(alpha) / eff_lr(1))| <= tol`` for the BN weights.
@@ -34,12 +47,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .checks import check_integer, check_number
 from .linear import null_space_forgetting_time
+from .logit_scale import decay_per_step, required_log_contraction
 from .normalized import (
     DEFAULT_TOL,
     AdaptiveMeanField,
-    _check,
-    _check_optimizer,
+    check_optimizer,
+    decay_rate,
     grad_sq_unit_estimate,
     normalized_forgetting,
     sgd_norm_law,
@@ -56,6 +71,8 @@ MECHANISMS = (
 )
 #: Mechanisms that compete for "dominant".
 COMPETING = ("sgd_noise", "explicit_decay", "adaptive")
+#: Parameter groups of a BatchNorm network trained with cross-entropy, as ``ForgettingReport.groups``.
+GROUPS = ("bn_conv_weights", "head_logit_scale", "non_bn_weights", "inner_bn_affine")
 
 
 @dataclass(frozen=True)
@@ -80,23 +97,39 @@ class Pipeline:
     lr_multipliers: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        _check_optimizer(self.optimizer)
-        _check("lr", self.lr, strict=True)
-        _check("momentum", self.momentum, high=1.0)
-        _check("l2", self.l2)
-        _check("weight_decay", self.weight_decay)
-        _check("batch_size", self.batch_size, low=1.0)
-        _check("beta2", self.beta2, high=1.0)
+        check_optimizer(self.optimizer)
+        check_number("lr", self.lr, strict=True)
+        check_number("momentum", self.momentum, high=1.0)
+        check_number("l2", self.l2)
+        check_number("weight_decay", self.weight_decay)
+        check_integer("batch_size", self.batch_size)
+        check_number("beta2", self.beta2, high=1.0)
         for name in ("steps_per_epoch", "total_steps"):
             if getattr(self, name) is not None:
-                _check(name, getattr(self, name), low=1.0)
+                check_integer(name, getattr(self, name))
         if self.lr_multipliers is not None:
-            mults = _check("lr_multipliers", np.atleast_1d(self.lr_multipliers))
+            mults = check_number("lr_multipliers", np.atleast_1d(self.lr_multipliers))
             if self.total_steps is not None and len(mults) != self.total_steps:
                 raise ValueError(
                     f"lr_multipliers must have total_steps = {self.total_steps} entries "
                     f"(got {len(mults)})"
                 )
+
+    @property
+    def time_schedule(self) -> tuple[float, np.ndarray | None]:
+        """``(lr, multipliers)`` the forgetting times follow.
+
+        A constant schedule (no ``lr_multipliers``, or all equal) is the constant-lr law at
+        ``lr * multiplier``: its time may lie beyond the run's end (``memory_left`` says what the
+        run leaves). Any other schedule: ``(lr, lr_multipliers)``, and a time is the first step
+        within the run, ``inf`` if the run ends first.
+        """
+        if self.lr_multipliers is None:
+            return float(self.lr), None
+        mults = np.atleast_1d(np.asarray(self.lr_multipliers, dtype=np.float64))
+        if np.all(mults == mults[0]) and mults[0] > 0:
+            return float(self.lr * mults[0]), None
+        return float(self.lr), mults
 
     @property
     def lrs(self) -> np.ndarray | None:
@@ -119,6 +152,10 @@ class ForgettingReport:
     ``formula``. ``layers``: the same per BN-conv fan-in. ``dominant``: the fastest competing
     mechanism (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: the
     run's :func:`~initmem.theory.schedule.accumulated_regularization` (None without a length).
+    ``groups``: one row per parameter group (:data:`GROUPS`) with columns ``group``,
+    ``prediction`` (False: an explicit "no prediction" row), ``steps``, ``epochs``, ``rank`` (1 =
+    forgets first among the groups with a prediction; NaN without one) and ``formula`` (or the
+    reason there is none). ``forgets_last``: the predicted group that forgets last.
     """
 
     alpha: float
@@ -129,6 +166,8 @@ class ForgettingReport:
     epochs: float | None
     accumulated: dict | None
     assumptions: dict
+    groups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    forgets_last: str = "none"
 
     def to_dict(self) -> dict:
         """JSON-ready: ``inf`` becomes the string ``"inf"`` and NaN becomes None."""
@@ -154,6 +193,8 @@ class ForgettingReport:
             if self.accumulated is None
             else {k: clean(v) for k, v in self.accumulated.items()},
             "assumptions": {k: clean(v) for k, v in self.assumptions.items()},
+            "groups": [{k: clean(v) for k, v in r.items()} for r in self.groups.to_dict("records")],
+            "forgets_last": self.forgets_last,
         }
 
 
@@ -182,8 +223,9 @@ def _memory_left_adaptive(pipeline, grad_sq, alpha, init_norm_sq, fan_in, *, l2,
 
 def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
     """Forgetting times (steps) and memory left for one BN-conv group of ``fan_in`` coordinates."""
+    lr, mults = pipeline.time_schedule
     common = dict(
-        lr=pipeline.lr,
+        lr=lr,
         fan_in=fan_in,
         optimizer=pipeline.optimizer,
         momentum=pipeline.momentum,
@@ -192,6 +234,7 @@ def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
         init_sq_per_coord=init_sq_per_coord,
         grad_sq_unit=grad_sq,
         tol=tol,
+        lr_multipliers=mults,
     )
     sgd = pipeline.optimizer == "sgd"
     has_decay = pipeline.l2 > 0 or pipeline.weight_decay > 0
@@ -229,21 +272,94 @@ def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
 
 
 def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, float, str]:
-    """Null-space / non-BN weights: the init component shrinks only by decay (``linear`` module)."""
+    """Null-space / non-BN weights: the init component shrinks only by decay (``linear`` module).
+
+    With a schedule (``lr_multipliers``) the time is the first step at which the accumulated
+    e-folds sum_t -ln(1 - kappa_t) reach ``ln(|alpha - 1| / tol)``, kappa_t = lr_t (l2 / (1 - mu)
+    + wd) (``normalized.decay_rate``), ``inf`` if the run ends first.
+    """
     efolds = max(math.log(abs(alpha - 1.0) / tol), 0.0) if alpha != 1 else 0.0
     formula = "ln(|alpha-1|/tol) * e-fold time of (1 - lr (l2/(1-mu) + wd)) per step"
-    if pipeline.optimizer == "sgd":
+    sgd = pipeline.optimizer == "sgd"
+    if not sgd and pipeline.l2 > 0:
+        return True, math.nan, "no closed form: Adam-family with coupled L2 (simulate)"
+    acts = pipeline.l2 > 0 or pipeline.weight_decay > 0
+    if not sgd:
+        formula = "ln(|alpha-1|/tol) / -ln(1 - lr wd)"
+    lr, mults = pipeline.time_schedule
+    if mults is not None:
+        momentum = pipeline.momentum if sgd else 0.0
+        kappa = decay_rate(lr * mults, pipeline.l2, pipeline.weight_decay, momentum)
+        reached = np.cumsum(-np.log1p(-np.atleast_1d(kappa))) >= efolds
+        steps = float(np.argmax(reached) + 1) if efolds > 0 and reached.any() else math.inf
+        return acts, (0.0 if efolds == 0 else steps), formula + " (over the schedule)"
+    if sgd:
         e_fold = null_space_forgetting_time(
-            pipeline.lr,
+            lr,
             weight_decay=pipeline.l2,
             momentum=pipeline.momentum,
             decoupled_weight_decay=pipeline.weight_decay,
         )
-        return pipeline.l2 > 0 or pipeline.weight_decay > 0, e_fold * efolds, formula
-    if pipeline.l2 > 0:
-        return True, math.nan, "no closed form: Adam-family with coupled L2 (simulate)"
-    e_fold = null_space_forgetting_time(pipeline.lr, decoupled_weight_decay=pipeline.weight_decay)
-    return pipeline.weight_decay > 0, e_fold * efolds, "ln(|alpha-1|/tol) / -ln(1 - lr wd)"
+        return acts, e_fold * efolds, formula
+    e_fold = null_space_forgetting_time(lr, decoupled_weight_decay=pipeline.weight_decay)
+    return acts, e_fold * efolds, formula
+
+
+def _head_row(pipeline: Pipeline, alpha: float, tol: float, logit_scales, both: bool):
+    """The head x last-BN-gain pair (:mod:`initmem.theory.logit_scale`): (prediction, steps, formula)."""
+    if pipeline.optimizer != "sgd":
+        return (
+            False,
+            math.nan,
+            "no prediction: Adam-family keeps the logit scale's alpha far longer than its decay "
+            "implies (logit_scale module docstring)",
+        )
+    if pipeline.l2 == 0 and pipeline.weight_decay == 0:
+        return True, math.inf, "kept: gradient flow conserves the balance |W_j|^2 - gamma_j^2"
+    init_scale, equilibrium = logit_scales
+    needed = required_log_contraction(
+        alpha, init_scale=init_scale, equilibrium_scale=equilibrium, both=both, tol=tol
+    )
+    formula = (
+        "-ln u / (-2 ln(1 - kappa)), model (4) of logit_scale"
+        if equilibrium is not None
+        else "ln(|alpha^k - 1| / tol) / (-2 ln(1 - kappa)) (decay-only bound)"
+    )
+    momentum = pipeline.momentum
+    lr, mults = pipeline.time_schedule
+    if mults is None:
+        kappa = decay_per_step(lr, pipeline.l2, pipeline.weight_decay, momentum)
+        return True, needed / (-2.0 * math.log1p(-kappa)), formula
+    kappa = decay_rate(lr * mults, pipeline.l2, pipeline.weight_decay, momentum)
+    reached = np.cumsum(-2.0 * np.log1p(-np.atleast_1d(kappa))) >= needed
+    return True, float(np.argmax(reached) + 1) if reached.any() else math.inf, formula
+
+
+def _group_table(pipeline, alpha, tol, bn_steps, linear, logit_scales, both):
+    """``ForgettingReport.groups`` and the group that forgets last (module docstring of report)."""
+    head_pred, head_steps, head_formula = _head_row(pipeline, alpha, tol, logit_scales, both)
+    linear_acts, linear_steps, linear_formula = linear
+    rows = [
+        ("bn_conv_weights", True, bn_steps, "the pipeline row (effective learning rate lr/|w|^2)"),
+        ("head_logit_scale", head_pred, head_steps, head_formula),
+        ("non_bn_weights", not math.isnan(linear_steps), linear_steps, linear_formula),
+        (
+            "inner_bn_affine",
+            False,
+            math.nan,
+            "no prediction: inner BN gains/biases are neither scale-invariant nor a head pair "
+            "(no closed form; their memory stays near 1 in the demo's runs)",
+        ),
+    ]
+    table = pd.DataFrame(rows, columns=["group", "prediction", "steps", "formula"])
+    table.loc[~table.prediction, "steps"] = math.nan
+    per_epoch = pipeline.steps_per_epoch
+    table.insert(3, "epochs", table.steps / per_epoch if per_epoch else math.nan)
+    ranked = table.steps.where(table.prediction).rank(method="min")
+    table.insert(4, "rank", ranked)
+    predicted = table[table.prediction]
+    last = "none" if predicted.empty else str(predicted.loc[predicted.steps.idxmax()].group)
+    return table[["group", "prediction", "steps", "epochs", "rank", "formula"]], last
 
 
 _FORMULAS = {
@@ -263,6 +379,9 @@ def predict_forgetting(
     grad_sq_unit: float | None = None,
     per_example_grad_sq_unit: float | None = None,
     tol: float = DEFAULT_TOL,
+    logit_scale: float | None = None,
+    equilibrium_logit_scale: float | None = None,
+    head_and_bn_scaled: bool = True,
 ) -> ForgettingReport:
     """Predicted forgetting time of init scale ``alpha`` (vs 1) for every mechanism of ``pipeline``.
 
@@ -274,9 +393,15 @@ def predict_forgetting(
     batch_size`` (a placeholder of 1 per example unless given, see
     :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: forgetting threshold on
     ``|ln eff_lr ratio|``. Returns a :class:`ForgettingReport`.
+
+    Cross-entropy groups (``ForgettingReport.groups``): the head x last-BN-gain pair forgets by
+    :mod:`~initmem.theory.logit_scale`'s model (4) with ``logit_scale`` (RMS logit at alpha = 1 at
+    init) and ``equilibrium_logit_scale`` (where the run settles; without it the decay-only
+    bound); ``head_and_bn_scaled``: alpha scales both (logits ~ alpha^2) or the head only. The
+    inner BN affine has no prediction (an explicit row); the others are ranked.
     """
-    _check("alpha", alpha, strict=True)
-    fan_ins = [int(_check("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
+    check_number("alpha", alpha, strict=True)
+    fan_ins = [int(check_number("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
     if not fan_ins:
         raise ValueError("fan_ins must name at least one BN-followed conv")
     grad_sq = grad_sq_unit_estimate(pipeline.batch_size, grad_sq_unit, per_example_grad_sq_unit)
@@ -322,8 +447,15 @@ def predict_forgetting(
         )
     table = pd.DataFrame(table_rows)
 
-    competing = table[table.mechanism.isin(COMPETING) & table.acts & np.isfinite(table.steps)]
-    dominant = "none" if competing.empty else str(competing.loc[competing.steps.idxmin()].mechanism)
+    acting = table[table.mechanism.isin(COMPETING) & table.acts]
+    competing = acting[np.isfinite(acting.steps)]
+    left = acting[acting.memory_left.notna()]
+    if not competing.empty:
+        dominant = str(competing.loc[competing.steps.idxmin()].mechanism)
+    elif not left.empty:  # nothing forgets within the run: the one that erased most by its end
+        dominant = str(left.loc[left.memory_left.idxmin()].mechanism)
+    else:
+        dominant = "none"
     overall = table.set_index("mechanism").loc["pipeline"]
     lrs = pipeline.lrs
     accumulated = (
@@ -343,7 +475,18 @@ def predict_forgetting(
         "init_sq_per_coord": "1 / (3 fan_in)" if init_sq_per_coord is None else init_sq_per_coord,
         "fan_ins": ",".join(str(f) for f in fan_ins),
     }
+    groups, forgets_last = _group_table(
+        pipeline,
+        alpha,
+        tol,
+        overall.steps,
+        (linear_acts, linear_steps, linear_formula),
+        (1.0 if logit_scale is None else logit_scale, equilibrium_logit_scale),
+        head_and_bn_scaled,
+    )
     return ForgettingReport(
+        groups=groups,
+        forgets_last=forgets_last,
         alpha=float(alpha),
         table=table,
         layers=layers,
@@ -355,4 +498,11 @@ def predict_forgetting(
     )
 
 
-__all__ = ["COMPETING", "MECHANISMS", "ForgettingReport", "Pipeline", "predict_forgetting"]
+__all__ = [
+    "COMPETING",
+    "GROUPS",
+    "MECHANISMS",
+    "ForgettingReport",
+    "Pipeline",
+    "predict_forgetting",
+]

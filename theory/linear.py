@@ -62,13 +62,17 @@ Null space (h = 0): without decay p(1) = 0, z = 1 is a root and the init compone
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from .checks import check_data, check_momentum, check_number, check_steps
+
 __all__ = [
     "PredictorInitDependence",
+    "coupled_l2_alias",
     "flow_forgetting_times",
     "forgetting_table",
     "forgetting_times",
@@ -83,51 +87,6 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# Argument checks (shared with the other theory modules)
-
-
-def _check_positive(name: str, value: float) -> float:
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
-def _check_nonnegative(name: str, value: float) -> float:
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
-
-
-def _check_momentum(momentum: float) -> float:
-    momentum = float(momentum)
-    if not (0.0 <= momentum < 1.0):
-        raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
-    return momentum
-
-
-def _check_steps(steps: float) -> float:
-    """Steps: an integer >= 0, or ``numpy.inf`` for the limit T -> infinity."""
-    if steps == np.inf:
-        return np.inf
-    if isinstance(steps, bool) or not float(steps).is_integer() or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0 or numpy.inf, got {steps!r}")
-    return int(steps)
-
-
-def _check_data(X: np.ndarray, y: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X must be a non-empty 2-D array (n, d), got shape {X.shape}")
-    if y is not None:
-        y = np.asarray(y, dtype=np.float64)
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    return X, y
-
-
-# ---------------------------------------------------------------------------------------------
 # The Hessian and its null space
 
 
@@ -139,7 +98,7 @@ def hessian_eigh(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (numerically zero, as in ``numpy.linalg.matrix_rank``) are set to exactly 0: they span the null
     space of the data, which no gradient step ever touches.
     """
-    X, _ = _check_data(X)
+    X, _ = check_data(X)
     n, d = X.shape
     eigenvalues, eigenvectors = np.linalg.eigh(X.T @ X / n)
     cutoff = max(n, d) * np.finfo(np.float64).eps * max(float(eigenvalues[-1]), 0.0)
@@ -165,6 +124,8 @@ def _as_eigenvalues(eigenvalues: np.ndarray) -> np.ndarray:
             "eigenvalues must be 1-D (eigenvalues of H) or 2-D (a data matrix X), "
             f"got shape {eigenvalues.shape}"
         )
+    if eigenvalues.size == 0:
+        raise ValueError("eigenvalues must not be empty (one eigenvalue of H per direction)")
     if not np.all(np.isfinite(eigenvalues)) or np.any(eigenvalues < 0):
         raise ValueError(
             "eigenvalues must be finite and >= 0 (H = X^T X / n is positive semidefinite)"
@@ -186,12 +147,10 @@ class _Pipeline:
     @classmethod
     def checked(cls, lr, weight_decay, momentum, decoupled_weight_decay) -> _Pipeline:
         return cls(
-            lr=_check_positive("lr", lr),
-            weight_decay=_check_nonnegative("weight_decay", weight_decay),
-            momentum=_check_momentum(momentum),
-            decoupled_weight_decay=_check_nonnegative(
-                "decoupled_weight_decay", decoupled_weight_decay
-            ),
+            lr=check_number("lr", lr, strict=True),
+            weight_decay=check_number("weight_decay", weight_decay),
+            momentum=check_momentum(momentum),
+            decoupled_weight_decay=check_number("decoupled_weight_decay", decoupled_weight_decay),
         )
 
     def homogeneous_matrices(self, h: np.ndarray) -> np.ndarray:
@@ -305,11 +264,16 @@ def max_stable_lr(
 
 
 def forgetting_times(
-    eigenvalues: np.ndarray, lr: float, weight_decay: float = 0.0, momentum: float = 0.0
+    eigenvalues: np.ndarray,
+    lr: float,
+    l2: float = 0.0,
+    momentum: float = 0.0,
+    *,
+    weight_decay: float | None = None,
 ) -> np.ndarray:
     """Steps for the init component along each eigendirection of H to shrink by a factor e.
 
-    Statement: GD (``torch.optim.SGD`` conventions) with coupled L2 ``weight_decay`` and heavy-ball
+    Statement: GD (``torch.optim.SGD`` conventions) with coupled ``l2`` (lambda) and heavy-ball
     ``momentum`` shrinks the init component along the eigendirection with eigenvalue h like rho^T,
     rho the spectral radius of the companion matrix [[1 + mu - lr (h + lambda), -mu], [1, 0]]
     (derivation in the module docstring). Returned: -1 / ln(rho) steps, exact for discrete steps
@@ -320,9 +284,32 @@ def forgetting_times(
     Assumptions: full-batch GD on L(w) = |Xw - y|^2 / (2n) (minibatch SGD has the same null-space
     behaviour, see ``initmem.theory.simulate``). ``eigenvalues``: eigenvalues of H, or a data
     matrix X. Raises ValueError naming the stability bound where a direction diverges (rho > 1).
+    ``weight_decay``: deprecated alias of ``l2`` (the same coupled meaning; warns). Decoupled decay:
+    :func:`forgetting_times_decoupled`.
     """
-    pipeline = _Pipeline.checked(lr, weight_decay, momentum, 0.0)
+    l2 = check_number("l2", coupled_l2_alias(l2, weight_decay))
+    pipeline = _Pipeline.checked(lr, l2, momentum, 0.0)
     return pipeline.forgetting_steps(_as_eigenvalues(eigenvalues))
+
+
+def coupled_l2_alias(l2: float, weight_decay: float | None) -> float:
+    """``l2``, or the deprecated keyword ``weight_decay`` in its old coupled meaning (warns).
+
+    ``forgetting_times`` of :mod:`linear` and :mod:`~initmem.theory.ntk` once called coupled L2
+    ``weight_decay``; the toolkit's ``weight_decay`` is decoupled (``RunConfig``), so the name moved
+    to ``l2``. Passing both is an error.
+    """
+    if weight_decay is None:
+        return l2
+    if l2 != 0.0:
+        raise ValueError("pass l2 only (weight_decay is its deprecated alias), not both")
+    warnings.warn(
+        "forgetting_times(weight_decay=...) is deprecated: the coupled L2 coefficient is now "
+        "called l2 (weight_decay means decoupled decay elsewhere in initmem); same meaning",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return check_number("weight_decay", weight_decay)
 
 
 def forgetting_times_decoupled(
@@ -429,7 +416,7 @@ def init_contraction(
     """
     h = _as_eigenvalues(eigenvalues)
     pipeline = _Pipeline.checked(lr, weight_decay, momentum, decoupled_weight_decay)
-    steps = _check_steps(steps)
+    steps = check_steps(steps)
     log_rho = pipeline.checked_log_spectral_radius(h)
     if steps == np.inf:
         return _limit_of_contraction(pipeline, h, log_rho)
@@ -499,7 +486,7 @@ def predictor_init_dependence(
 
     Predictions are at ``x_query`` (m, d), default the training inputs ``X``.
     """
-    X, y = _check_data(X, y)
+    X, y = check_data(X, y)
     n, d = X.shape
     w0_draw = np.asarray(w0_draw, dtype=np.float64)
     if w0_draw.shape != (d,):
@@ -508,7 +495,7 @@ def predictor_init_dependence(
     if x_query.ndim != 2 or x_query.shape[1] != d:
         raise ValueError(f"x_query must have shape (m, {d}), got {x_query.shape}")
     pipeline = _Pipeline.checked(lr, weight_decay, momentum, decoupled_weight_decay)
-    steps = _check_steps(steps)
+    steps = check_steps(steps)
 
     h, V = hessian_eigh(X)
     b = V.T @ (X.T @ y / n)

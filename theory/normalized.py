@@ -70,6 +70,66 @@ Laws (mean field: the per-step |g_hat|^2 replaced by a constant G; the proofs ar
   noise and decay; no closed form. :class:`AdaptiveMeanField` integrates the mean-field ODE of
   (|w|^2, v) (Gaussian coordinates), which also covers the lag of v that the laws above neglect.
 
+Angular update at equilibrium (4)
+---------------------------------
+The angle a step turns the weight by, ``theta_t = angle(w_t, w_{t+1})``, is the effective learning
+rate as the network sees it. At the norm's equilibrium the injection balances the decay. SGD
+without momentum: ``|w'|^2 = a^2 |w|^2 + lr^2 |g|^2`` at ``|w'| = |w|`` gives
+``lr^2 |g|^2 / |w|^2 = 1 - a^2``, and the step ``a w - lr g`` (``g`` orthogonal to ``w``) turns by
+``tan theta = lr |g| / (a |w|) = sqrt(1 - a^2) / a``, i.e. exactly ``theta* = arccos(a)``,
+``a = 1 - lr (l2 + wd)``: ``theta* ~ sqrt(2 lr lambda)``. Heavy ball (mean field, gradients
+uncorrelated across steps, as for the norm law): ``E |buf|^2 = |g|^2 / (1 - mu^2)`` and the
+equilibrium ``|w|^4 = eta^2 G / (1 - (1 - kappa)^2) ~ eta^2 G / (2 kappa)`` (eta = lr / (1 - mu),
+kappa = lr (l2 / (1 - mu) + wd)) give ``theta*^2 = lr^2 |buf|^2 / |w|^2``, so
+
+    theta*^2 = 2 lr (l2 + (1 - mu) wd) / (1 + mu)        (small lr lambda; derived here),        (4)
+
+which is ``2 lr l2 / (1 + mu)`` with coupled L2 (Wan et al. 2021; Kosson et al. 2024) and
+``2 lr wd (1 - mu) / (1 + mu)`` with decoupled decay on SGD (derived here: the decay does not enter
+the buffer, so momentum lowers the equilibrium angle by a further 1 - mu). AdamW: the norm's injection is ``lr^2 d`` per step whatever |w|, so ``x* ~ lr d / (2 wd)``;
+the first moment ``m = (1 - beta1) sum_k beta1^k g`` moves each step by only
+``|m|^2 = d (1 - beta1) / (1 + beta1)`` (successive steps are correlated), so
+``theta*^2 = 2 lr wd (1 - beta1) / (1 + beta1)``: ``2 lr wd`` at beta1 = 0 (exactly
+``arccos(1 - lr wd)`` in the same mean field), 0.053 times that at torch's beta1 = 0.9. RMSprop with
+momentum mu: ``2 lr wd (1 - mu) / (1 + mu)`` as SGD. Adam / RMSprop with coupled L2: the equilibrium depends on the gradient's scale
+through v (Kosson et al. 2024): no closed form here. :func:`equilibrium_angular_update`,
+:func:`angular_update` (measured).
+
+Where these laws sit in the literature (each agrees / differs as stated)
+------------------------------------------------------------------------
+* van Laarhoven 2017, "L2 Regularization versus Batch and Weight Normalization": with normalization
+  L2 has no regularizing effect; it only rescales the effective learning rate ``lr / |w|^2``, and
+  the norm settles where decay and gradient growth cancel. Agrees with (1)-(2) and the SGD + L2
+  equilibrium; this module adds the exact one-step identity, that the equilibrium does not depend
+  on alpha, and the relaxation time ``-1 / (4 ln(1 - kappa))`` of ``|w|^4``.
+* Hoffer et al. 2018, "Norm matters: efficient and accurate normalization schemes in deep networks":
+  the effective step of a normalized weight is ``lr / |w|^2`` and weight decay acts by controlling
+  it; they fix the norm instead (bounded weight normalization). Agrees on the effective learning
+  rate; differs in that this module derives how the norm (so alpha's memory) evolves rather than
+  removing it.
+* Li and Arora 2019 (ICLR 2020), "An exponential learning rate schedule for deep learning": GD with
+  weight decay (and momentum) on scale-invariant losses equals GD without decay under an
+  exponentially growing learning rate, ``(1 - lr lambda)^{-2t}`` without momentum. Agrees exactly
+  with the contraction factor ``a^2`` per step of ``|w|^2`` in (2): rescaling w by ``a`` is the same
+  as multiplying the next steps' lr by ``a^{-2}``.
+* Li, Lyu and Arora 2020 (NeurIPS), "Reconciling modern deep learning with traditional optimization
+  analyses: the intrinsic learning rate": the dynamics depend on ``lr * lambda`` (the intrinsic
+  learning rate) and their Fast Equilibrium Conjecture says equilibrium comes in O(1 / (lr lambda))
+  steps. Agrees: the relaxation time of the norm is ``1 / (4 lr lambda)`` steps (``(1 - mu) /
+  (4 lr l2)`` with momentum) and the angle (4) depends only on ``lr lambda`` and mu. Differs in
+  scope: their equilibrium is of the direction's distribution (it can mix more slowly); here only
+  the norm and the angle's mean, in a mean field where gradients are uncorrelated across steps.
+* Wan et al. 2021 (NeurIPS), "Spherical motion dynamics": SGD with momentum and (coupled) weight
+  decay reaches an angular update ``sqrt(2 lr lambda / (1 + mu))`` per step. Agrees with (4) at
+  wd = 0 (same mean-field assumptions); (4) adds decoupled decay.
+* Kosson et al. 2024 (ICML), "Rotational equilibrium": expected equilibrium angular update per
+  neuron ``sqrt(2 lr lambda / (1 + mu))`` for SGD with momentum and, for AdamW,
+  ``sqrt(2 lr lambda (1 - beta1) / (1 + beta1))``, in a random-walk model (often quoted as
+  ``sqrt(2 lr lambda)``, its beta1 = 0 value); Adam + L2 unbalanced. Agrees with (4) and the AdamW
+  case, checked against simulation at beta1 = 0 and 0.9 (the factor (1 - beta1) / (1 + beta1)
+  is 0.053 at torch's default: the plain ``sqrt(2 lr lambda)`` would overstate the angle 4.4x);
+  their per-neuron grouping is this module's per-filter group.
+
 Forgetting of alpha
 -------------------
 Every case above is ``z_{t+1} = q_t z_t + D_t`` for ``z = |w|^(2p)`` (p = 2 SGD, p = 1 adaptive), so
@@ -92,12 +152,15 @@ steps_per_epoch).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from .normalized_sim import OPTIMIZERS
+from .checks import check_number
 
+#: Optimizers the laws cover (``RunConfig.optimizer``'s names); the simulators import this.
+OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 #: Default memory tolerance: |ln(eff_lr(alpha) / eff_lr(1))| <= 0.1 counts as forgotten.
 DEFAULT_TOL = 0.1
 #: Placeholder for the per-example trace of the gradient covariance at unit filter norm, used when
@@ -105,19 +168,8 @@ DEFAULT_TOL = 0.1
 DEFAULT_PER_EXAMPLE_GRAD_SQ_UNIT = 1.0
 
 
-# ------------------------------------------------------------------------------------ argument checks
-def _check(name: str, value, *, low: float = 0.0, strict: bool = False, high: float = math.inf):
-    """Float array (or float) with every entry finite and in [low, high) (or (low, high))."""
-    arr = np.asarray(value, dtype=np.float64)
-    bad = ~np.isfinite(arr) | (arr <= low if strict else arr < low) | (arr >= high)
-    if np.any(bad):
-        rel = ">" if strict else ">="
-        upper = f" and < {high}" if high < math.inf else ""
-        raise ValueError(f"{name} must be finite, {rel} {low}{upper} (got {value!r})")
-    return float(arr) if arr.ndim == 0 else arr
-
-
-def _check_optimizer(optimizer: str) -> str:
+def check_optimizer(optimizer: str) -> str:
+    """One of :data:`OPTIMIZERS` (ValueError naming the allowed values otherwise)."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} (got {optimizer!r})")
     return optimizer
@@ -131,9 +183,9 @@ def norm_sq_after_step(norm_sq, w_dot_update, update_norm_sq, lr, decay_factor=1
     for decoupled decay). Holds for any optimizer whose step has this form (SGD, momentum with u the
     new buffer, Adam/AdamW/RMSprop with u their normalized update). Arrays broadcast.
     """
-    _check("norm_sq", norm_sq)
-    _check("update_norm_sq", update_norm_sq)
-    _check("lr", lr, strict=True)
+    check_number("norm_sq", norm_sq)
+    check_number("update_norm_sq", update_norm_sq)
+    check_number("lr", lr, strict=True)
     c = np.asarray(decay_factor, dtype=np.float64)
     return c * c * norm_sq - 2.0 * c * lr * np.asarray(w_dot_update) + lr * lr * update_norm_sq
 
@@ -146,8 +198,8 @@ def sgd_norm_sq_after_step(norm_sq, grad_norm_sq, lr, l2=0.0, weight_decay=0.0, 
     ``|w'|^2 = (1 - lr lambda)^2 |w|^2 + lr^2 |g|^2`` with ``|g|^2 = |g_hat|^2 / |w|^2``.
     ``grad_norm_sq`` is the loss gradient only (without the L2 term).
     """
-    _check("l2", l2)
-    _check("weight_decay", weight_decay)
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
     a = 1.0 - lr * (l2 + weight_decay)
     return norm_sq_after_step(norm_sq, w_dot_grad, grad_norm_sq, lr, a)
 
@@ -178,11 +230,11 @@ def momentum_state_after_step(
     ``<buf, g>`` and ``<w, g>`` (0 for a scale-invariant weight). torch's first step sets
     ``buf = g + l2 w``: start from a zero buffer.
     """
-    _check("momentum", momentum, high=1.0)
-    _check("l2", l2)
-    _check("weight_decay", weight_decay)
-    _check("lr", lr, strict=True)
-    _check("grad_norm_sq", grad_norm_sq)
+    check_number("momentum", momentum, high=1.0)
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
+    check_number("lr", lr, strict=True)
+    check_number("grad_norm_sq", grad_norm_sq)
     c = 1.0 - lr * weight_decay
     x, wb, bb = state.norm_sq, state.w_dot_buf, state.buf_norm_sq
     w_dot_new = momentum * wb + w_dot_grad + l2 * x
@@ -206,8 +258,8 @@ def effective_lr(lr, momentum=0.0, optimizer="sgd"):
 
     (Adam's ``(1 - beta1)`` in the first moment already cancels the ``1 / (1 - beta1)`` of the sum.)
     """
-    _check_optimizer(optimizer)
-    _check("momentum", momentum, high=1.0)
+    check_optimizer(optimizer)
+    check_number("momentum", momentum, high=1.0)
     return lr if optimizer in ("adam", "adamw") else lr / (1.0 - momentum)
 
 
@@ -217,10 +269,10 @@ def decay_rate(lr, l2=0.0, weight_decay=0.0, momentum=0.0):
     Coupled L2 enters the momentum buffer and is summed over 1 / (1 - mu) steps; decoupled decay is
     applied to w directly. Raises ValueError if ``kappa >= 1`` (an unstable step size for the decay).
     """
-    _check("lr", lr, strict=True)
-    _check("l2", l2)
-    _check("weight_decay", weight_decay)
-    _check("momentum", momentum, high=1.0)
+    check_number("lr", lr, strict=np.ndim(lr) == 0)  # a schedule may hold steps with lr 0
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
+    check_number("momentum", momentum, high=1.0)
     kappa = np.asarray(lr) * (np.asarray(l2) / (1.0 - momentum) + np.asarray(weight_decay))
     if np.any(kappa >= 1.0):
         raise ValueError(
@@ -237,9 +289,9 @@ def sgd_norm4_after_steps(init_norm_sq, lr, grad_sq_unit_sum, momentum=0.0):
     second order in the effective step); mean field for mu > 0 (gradients uncorrelated across steps).
     ``grad_sq_unit_sum``: the sum over the T steps of |g_hat_t|^2 (gradient at unit norm, no L2).
     """
-    _check("init_norm_sq", init_norm_sq, strict=True)
-    _check("grad_sq_unit_sum", grad_sq_unit_sum)
-    eta = effective_lr(_check("lr", lr, strict=True), momentum)
+    check_number("init_norm_sq", init_norm_sq, strict=True)
+    check_number("grad_sq_unit_sum", grad_sq_unit_sum)
+    eta = effective_lr(check_number("lr", lr, strict=True), momentum)
     return np.asarray(init_norm_sq) ** 2 + 2.0 * eta**2 * np.asarray(grad_sq_unit_sum)
 
 
@@ -250,7 +302,7 @@ def sgd_equilibrium_norm_sq(lr, grad_sq_unit, l2=0.0, weight_decay=0.0, momentum
     exact fixed point of ``x' = a^2 x + lr^2 G / x``: ``x*^2 = lr G / (l2 (2 - lr l2))``, about
     ``lr G / (2 l2)``. ``G``: mean |g_hat|^2 per step. ``inf`` without decay.
     """
-    _check("grad_sq_unit", grad_sq_unit)
+    check_number("grad_sq_unit", grad_sq_unit)
     kappa = decay_rate(lr, l2, weight_decay, momentum)
     if kappa == 0:
         return math.inf
@@ -277,10 +329,10 @@ def adaptive_norm_sq_after_steps(init_norm_sq, lr, numel, steps, momentum=0.0, u
     mean square per coordinate of the normalized update (1 by the module docstring's derivation).
     Independent of the gradient's size and of beta1.
     """
-    _check("init_norm_sq", init_norm_sq, strict=True)
-    _check("numel", numel, low=1.0)
-    _check("steps", steps)
-    eta = _check("lr", lr, strict=True) / (1.0 - _check("momentum", momentum, high=1.0))
+    check_number("init_norm_sq", init_norm_sq, strict=True)
+    check_number("numel", numel, low=1.0)
+    check_number("steps", steps)
+    eta = check_number("lr", lr, strict=True) / (1.0 - check_number("momentum", momentum, high=1.0))
     return np.asarray(init_norm_sq) + update_sq * eta**2 * numel * np.asarray(steps, dtype=float)
 
 
@@ -290,7 +342,7 @@ def adamw_equilibrium_norm_sq(lr, weight_decay, numel, update_sq=1.0):
     About ``rho lr d / (2 weight_decay)``; ``inf`` without decay. d = ``numel`` coordinates.
     """
     kappa = decay_rate(lr, 0.0, weight_decay)
-    _check("numel", numel, low=1.0)
+    check_number("numel", numel, low=1.0)
     if kappa == 0:
         return math.inf
     return update_sq * lr**2 * numel / (1.0 - (1.0 - kappa) ** 2)
@@ -300,6 +352,58 @@ def adamw_relaxation_steps(lr, weight_decay):
     """Time constant of |w|^2 -> AdamW's equilibrium: ``-1 / (2 ln(1 - lr wd)) ~ 1 / (2 lr wd)`` steps."""
     kappa = decay_rate(lr, 0.0, weight_decay)
     return math.inf if kappa == 0 else -1.0 / (2.0 * math.log1p(-kappa))
+
+
+# --------------------------------------------------------------------- angular update (4)
+def angular_update(w_before, w_after):
+    """Angle (radians) between ``w_before`` and ``w_after`` along the last axis: what a step turned.
+
+    ``arctan2(|w x w'|, <w, w'>)`` with ``|w x w'|^2 = |w|^2 |w'|^2 - <w, w'>^2``: accurate for
+    small angles, where ``arccos`` of the cosine loses half the digits. Rows broadcast.
+    """
+    a = np.asarray(w_before, dtype=np.float64)
+    b = np.asarray(w_after, dtype=np.float64)
+    dot = np.sum(a * b, axis=-1)
+    diff = b - a
+    # |a x b|^2 = |a|^2 |b - a|^2 - <a, b - a>^2 (cancellation-free for b close to a)
+    cross_sq = (
+        np.sum(a * a, axis=-1) * np.sum(diff * diff, axis=-1) - np.sum(a * diff, axis=-1) ** 2
+    )
+    return np.arctan2(np.sqrt(np.maximum(cross_sq, 0.0)), dot)
+
+
+def equilibrium_angular_update(
+    lr, optimizer="sgd", momentum=0.0, l2=0.0, weight_decay=0.0, beta1=0.9
+):
+    """Angle per step at the norm's equilibrium, radians: (4) of the module docstring.
+
+    SGD (heavy ball): ``sqrt(2 lr (l2 + (1 - mu) wd) / (1 + mu))``, exactly ``arccos(1 - lr (l2 +
+    wd))`` without momentum. AdamW / Adam with decoupled ``weight_decay`` only:
+    ``sqrt(2 lr wd (1 - beta1) / (1 + beta1))`` (``arccos(1 - lr wd)`` at beta1 = 0, the
+    ``sqrt(2 lr wd)`` usually quoted); RMSprop with decoupled decay and momentum mu:
+    ``sqrt(2 lr wd (1 - mu) / (1 + mu))``. Adam-family with coupled ``l2``: NaN (no closed form:
+    the angle depends on the gradient's scale). 0 without decay (the norm grows forever and the
+    angle tends to 0). Assumptions: mean field (gradients uncorrelated across steps), small
+    ``lr * lambda``. Citations and where they agree: module docstring.
+    """
+    check_optimizer(optimizer)
+    lr = check_number("lr", lr, strict=True)
+    momentum = check_number("momentum", momentum, high=1.0)
+    l2 = check_number("l2", l2)
+    weight_decay = check_number("weight_decay", weight_decay)
+    beta1 = check_number("beta1", beta1, high=1.0)
+    decay_rate(lr, l2, weight_decay, momentum)  # stability of the decay
+    if optimizer != "sgd" and l2 > 0:
+        return math.nan
+    if optimizer in ("adam", "adamw"):
+        # m = (1 - b1) sum_k b1^k g: the norm's injection is lr^2 d (weights sum to 1), but each
+        # step moves only |m|^2 = (1 - b1) / (1 + b1) d of it: the angle shrinks by that factor.
+        if beta1 == 0.0:
+            return math.acos(1.0 - lr * weight_decay)
+        return math.sqrt(2.0 * lr * weight_decay * (1.0 - beta1) / (1.0 + beta1))
+    if momentum == 0.0:
+        return math.acos(1.0 - lr * (l2 + weight_decay))
+    return math.sqrt(2.0 * lr * (l2 + (1.0 - momentum) * weight_decay) / (1.0 + momentum))
 
 
 # -------------------------------------------------------------------------------- the norm law
@@ -356,15 +460,15 @@ class NormLaw:
 
     def norm_sq(self, steps, init_norm_sq):
         """``|w_T|^2`` at ``steps`` (scalar or array) from ``|w_0|^2 = init_norm_sq``."""
-        _check("init_norm_sq", init_norm_sq, strict=True)
+        check_number("init_norm_sq", init_norm_sq, strict=True)
         log_z0 = self.power * np.log(init_norm_sq)
         log_z = self._log_contraction(steps) + np.logaddexp(log_z0, self._log_injected(steps))
         return np.exp(log_z / self.power)
 
     def log_ratio(self, steps, alpha, init_norm_sq):
         """Memory ``m_T = ln(|w_T(alpha)|^2 / |w_T(1)|^2)`` at ``steps``; ``2 ln alpha`` at T = 0."""
-        _check("alpha", alpha, strict=True)
-        _check("init_norm_sq", init_norm_sq, strict=True)
+        check_number("alpha", alpha, strict=True)
+        check_number("init_norm_sq", init_norm_sq, strict=True)
         p = self.power
         log_z0 = p * np.log(init_norm_sq)
         log_s = self._log_injected(steps)
@@ -379,9 +483,9 @@ class NormLaw:
         (the continuous solution of the recursion). Schedule: the first integer step reaching it,
         ``inf`` if the schedule ends first.
         """
-        _check("alpha", alpha, strict=True)
-        _check("init_norm_sq", init_norm_sq, strict=True)
-        _check("tol", tol, strict=True)
+        check_number("alpha", alpha, strict=True)
+        check_number("init_norm_sq", init_norm_sq, strict=True)
+        check_number("tol", tol, strict=True)
         p = self.power
         if abs(2.0 * math.log(alpha)) <= tol:
             return 0.0
@@ -415,7 +519,7 @@ def sgd_norm_law(lr, grad_sq_unit, *, momentum=0.0, l2=0.0, weight_decay=0.0) ->
     ``eta = lr / (1 - mu)``, ``a = 1 - kappa`` (:func:`decay_rate`), ``G = grad_sq_unit`` the mean
     |g_hat|^2 per step. Exact recursion (up to ``lr^4 G^2 / y``) for mu = 0; mean field for mu > 0.
     """
-    _check("grad_sq_unit", grad_sq_unit)
+    check_number("grad_sq_unit", grad_sq_unit)
     kappa = decay_rate(lr, l2, weight_decay, momentum)
     eta = effective_lr(lr, momentum)
     a = 1.0 - kappa
@@ -436,8 +540,8 @@ def adaptive_norm_law(lr, numel, *, momentum=0.0, weight_decay=0.0, update_sq=1.
     """
     kappa = decay_rate(lr, 0.0, weight_decay)
     eta = effective_lr(lr, momentum, "rmsprop")
-    _check("numel", numel, low=1.0)
-    _check("update_sq", update_sq, strict=True)
+    check_number("numel", numel, low=1.0)
+    check_number("update_sq", update_sq, strict=True)
     return NormLaw(
         power=1,
         contraction=(1.0 - kappa) ** 2,
@@ -487,18 +591,18 @@ class AdaptiveMeanField:
     lr_multipliers: np.ndarray | None = None
 
     def __post_init__(self):
-        if _check_optimizer(self.optimizer) == "sgd":
+        if check_optimizer(self.optimizer) == "sgd":
             raise ValueError("optimizer must be one of ['adam', 'adamw', 'rmsprop'] (got 'sgd')")
-        _check("lr", self.lr, strict=True)
-        _check("numel", self.numel, low=1.0)
-        _check("beta2", self.beta2, high=1.0)
-        _check("momentum", self.momentum, high=1.0)
-        _check("l2", self.l2)
-        _check("grad_sq_unit", self.grad_sq_unit, strict=self.l2 > 0)
+        check_number("lr", self.lr, strict=True)
+        check_number("numel", self.numel, low=1.0)
+        check_number("beta2", self.beta2, high=1.0)
+        check_number("momentum", self.momentum, high=1.0)
+        check_number("l2", self.l2)
+        check_number("grad_sq_unit", self.grad_sq_unit, strict=self.l2 > 0)
         peak = self.lr * (1.0 if self.lr_multipliers is None else np.max(self.lr_multipliers))
         decay_rate(peak, 0.0, self.weight_decay)
         if self.lr_multipliers is not None:
-            _check("lr_multipliers", self.lr_multipliers)
+            check_number("lr_multipliers", self.lr_multipliers)
 
     @property
     def _eta_scale(self) -> float:
@@ -606,9 +710,9 @@ class AdaptiveMeanField:
         """
         from scipy.integrate import solve_ivp
 
-        _check("alpha", alpha, strict=True)
-        _check("init_norm_sq", init_norm_sq, strict=True)
-        _check("tol", tol, strict=True)
+        check_number("alpha", alpha, strict=True)
+        check_number("init_norm_sq", init_norm_sq, strict=True)
+        check_number("tol", tol, strict=True)
         if abs(2.0 * math.log(alpha)) <= tol:
             return 0.0
         xs, y = self._discrete([alpha**2 * init_norm_sq, init_norm_sq])
@@ -679,6 +783,28 @@ class NormalizedForgetting:
     law: NormLaw | None
 
 
+#: Above this effective step ``eta^2 G / |w|^4`` the SGD law's dropped ``lr^4 G^2 / |w|^4`` term is
+#: no longer small: the closed form can be off by a factor of 2-4 (normalized_forgetting warns).
+SGD_SMALL_STEP_LIMIT = 0.3
+
+
+class LargeStepWarning(RuntimeWarning):
+    """The SGD norm law is used outside its small-step regime (``eta^2 G / |w|^4 > 0.3``)."""
+
+
+def _warn_large_sgd_step(lr, momentum, grad_sq_unit, norm_sq):
+    eta = lr / (1.0 - momentum)
+    step = eta * eta * grad_sq_unit / norm_sq**2
+    if step > SGD_SMALL_STEP_LIMIT:
+        warnings.warn(
+            f"effective SGD step (lr / (1 - momentum))^2 G / |w_0|^4 = {step:.3g} exceeds "
+            f"{SGD_SMALL_STEP_LIMIT}: the |w|^4 law drops a term of this relative size, so its "
+            "forgetting time can be off by a factor of 2-4; simulate (normalized_sim) instead",
+            LargeStepWarning,
+            stacklevel=3,
+        )
+
+
 def grad_sq_unit_estimate(batch_size, grad_sq_unit=None, per_example_grad_sq_unit=None) -> float:
     """|g_hat|^2 per step: ``grad_sq_unit`` if given, else ``per_example / batch_size``.
 
@@ -688,14 +814,14 @@ def grad_sq_unit_estimate(batch_size, grad_sq_unit=None, per_example_grad_sq_uni
     filter ``grad_norm^2 * weight_norm^2 / out_channels^2`` from ``layers`` in ``log.jsonl``).
     """
     if grad_sq_unit is not None:
-        return _check("grad_sq_unit", grad_sq_unit)
+        return check_number("grad_sq_unit", grad_sq_unit)
     per_example = (
         DEFAULT_PER_EXAMPLE_GRAD_SQ_UNIT
         if per_example_grad_sq_unit is None
         else per_example_grad_sq_unit
     )
-    _check("per_example_grad_sq_unit", per_example)
-    return per_example / _check("batch_size", batch_size, low=1.0)
+    check_number("per_example_grad_sq_unit", per_example)
+    return per_example / check_number("batch_size", batch_size, low=1.0)
 
 
 def normalized_forgetting(
@@ -734,23 +860,27 @@ def normalized_forgetting(
     the schedule that reaches it, ``inf`` if none. ``relaxation_steps`` and ``equilibrium_norm_sq``
     are for the constant ``lr``. Units: steps; epochs when ``steps_per_epoch`` is given.
     """
-    _check_optimizer(optimizer)
-    _check("alpha", alpha, strict=True)
-    _check("fan_in", fan_in, low=1.0)
-    _check("lr", lr, strict=True)
-    _check("l2", l2)
-    _check("weight_decay", weight_decay)
+    check_optimizer(optimizer)
+    check_number("alpha", alpha, strict=True)
+    check_number("fan_in", fan_in, low=1.0)
+    check_number("lr", lr, strict=True)
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
     init_sq = 1.0 / (3.0 * fan_in) if init_sq_per_coord is None else init_sq_per_coord
-    init_norm_sq = fan_in * _check("init_sq_per_coord", init_sq, strict=True)
+    init_norm_sq = fan_in * check_number("init_sq_per_coord", init_sq, strict=True)
     if steps_per_epoch is not None:
-        _check("steps_per_epoch", steps_per_epoch, low=1.0)
+        check_number("steps_per_epoch", steps_per_epoch, low=1.0)
     mults = (
-        None if lr_multipliers is None else _check("lr_multipliers", np.atleast_1d(lr_multipliers))
+        None
+        if lr_multipliers is None
+        else check_number("lr_multipliers", np.atleast_1d(lr_multipliers))
     )
     grad_sq = grad_sq_unit_estimate(batch_size, grad_sq_unit, per_example_grad_sq_unit)
 
     if optimizer == "sgd":
         law = sgd_norm_law(lr, grad_sq, momentum=momentum, l2=l2, weight_decay=weight_decay)
+        peak = lr * (1.0 if mults is None else float(np.max(mults)))
+        _warn_large_sgd_step(peak, momentum, grad_sq, min(alpha**2, 1.0) * init_norm_sq)
         relaxation, equilibrium = law.relaxation_steps(), law.equilibrium_norm_sq()
         if mults is not None:
             law = sgd_norm_law(
@@ -794,15 +924,21 @@ __all__ = [
     "AdaptiveMeanField",
     "DEFAULT_PER_EXAMPLE_GRAD_SQ_UNIT",
     "DEFAULT_TOL",
+    "LargeStepWarning",
     "MomentumNormState",
     "NormLaw",
     "NormalizedForgetting",
+    "OPTIMIZERS",
+    "SGD_SMALL_STEP_LIMIT",
     "adamw_equilibrium_norm_sq",
     "adamw_relaxation_steps",
     "adaptive_norm_law",
     "adaptive_norm_sq_after_steps",
+    "angular_update",
+    "check_optimizer",
     "decay_rate",
     "effective_lr",
+    "equilibrium_angular_update",
     "grad_sq_unit_estimate",
     "momentum_state_after_step",
     "norm_sq_after_step",

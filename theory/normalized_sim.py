@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
+from .checks import check_integer, check_momentum, check_number
+from .normalized import OPTIMIZERS, angular_update, check_optimizer
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,9 @@ class ScaleInvariantLoss:
     seed: int = 0
 
     def __post_init__(self):
-        if self.dim < 2:
-            raise ValueError(f"dim must be an integer >= 2 (got {self.dim})")
-        if not self.noise_sq >= 0:
-            raise ValueError(f"noise_sq must be >= 0 (got {self.noise_sq})")
-        if not self.curvature >= 0:
-            raise ValueError(f"curvature must be >= 0 (got {self.curvature})")
+        check_integer("dim", self.dim, low=2)
+        check_number("noise_sq", self.noise_sq)
+        check_number("curvature", self.curvature)
 
     def matrix(self) -> np.ndarray:
         """The PSD matrix ``A`` (dim x dim, float64)."""
@@ -79,13 +77,16 @@ class NormTrajectory:
 
     ``steps`` (n_records,) optimizer steps done; ``alphas`` (n_alpha,); ``norm_sq`` (n_alpha,
     n_records) ``|w_t|^2``; ``grad_sq_unit_sum`` (n_alpha, n_records) the running sum over steps
-    ``s < t`` of ``|g_hat_s|^2 = |g_s|^2 |w_s|^2`` (the loss gradient at unit norm, without L2).
+    ``s < t`` of ``|g_hat_s|^2 = |g_s|^2 |w_s|^2`` (the loss gradient at unit norm, without L2);
+    ``angular_update`` (n_alpha, n_records) the running sum over steps ``s < t`` of the angle
+    ``angle(w_s, w_{s+1})`` in radians (:func:`~initmem.theory.normalized.angular_update`).
     """
 
     steps: np.ndarray
     alphas: np.ndarray
     norm_sq: np.ndarray
     grad_sq_unit_sum: np.ndarray
+    angular_update: np.ndarray | None = None
 
     def log_ratio(self, reference: int = 0) -> np.ndarray:
         """``ln(|w_t(alpha)|^2 / |w_t(alpha_ref)|^2)`` for every run (row ``reference`` is the reference)."""
@@ -116,21 +117,17 @@ def simulate_norms(
     smoothing constant; RMSprop uses ``momentum``; Adam-family ignore it). ``lr_multipliers``: the
     schedule, one factor per step (multiplying ``lr`` and so the decoupled decay). Units: steps.
     """
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} (got {optimizer!r})")
-    for name, value in (("lr", lr), ("init_norm_sq", init_norm_sq)):
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0 (got {value})")
+    check_optimizer(optimizer)
+    lr = check_number("lr", lr, strict=True)
+    init_norm_sq = check_number("init_norm_sq", init_norm_sq, strict=True)
     for name, value in (("l2", l2), ("weight_decay", weight_decay), ("eps", eps)):
-        if not value >= 0:
-            raise ValueError(f"{name} must be >= 0 (got {value})")
-    if not 0 <= momentum < 1:
-        raise ValueError(f"momentum must satisfy 0 <= momentum < 1 (got {momentum})")
-    if steps < 1 or record_every < 1:
-        raise ValueError(f"steps and record_every must be positive (got {steps}, {record_every})")
+        check_number(name, value)
+    check_momentum(momentum)
+    steps = check_integer("steps", steps)
+    record_every = check_integer("record_every", record_every)
     if lr_multipliers is not None:
-        lr_multipliers = np.asarray(lr_multipliers, dtype=np.float64)
-        if lr_multipliers.shape != (steps,) or np.any(lr_multipliers < 0):
+        lr_multipliers = check_number("lr_multipliers", np.atleast_1d(lr_multipliers))
+        if lr_multipliers.shape != (steps,):
             raise ValueError(f"lr_multipliers must hold {steps} numbers >= 0 (one per step)")
     alphas = np.asarray(alphas, dtype=np.float64)
     if alphas.ndim != 1 or not np.all(alphas > 0):
@@ -146,9 +143,11 @@ def simulate_norms(
     sq = np.zeros_like(w)
     beta1, beta2 = betas
     grad_sq_unit_sum = np.zeros(rows)
+    angle_sum = np.zeros(rows)
     records = [0]
     norms = [np.sum(w * w, axis=1)]
     sums = [grad_sq_unit_sum.copy()]
+    angles = [angle_sum.copy()]
     for t in range(1, steps + 1):
         _, g = loss.loss_and_grad(w, loss.draw_noise(rng, rows), a)
         norm_sq = np.sum(w * w, axis=1)
@@ -169,16 +168,20 @@ def simulate_norms(
             if momentum:
                 buf = momentum * buf + update
                 update = buf
-        w = (1.0 - lr_t * weight_decay) * w - lr_t * update
+        w_new = (1.0 - lr_t * weight_decay) * w - lr_t * update
+        angle_sum += angular_update(w, w_new)
+        w = w_new
         if t % record_every == 0 or t == steps:
             records.append(t)
             norms.append(np.sum(w * w, axis=1))
             sums.append(grad_sq_unit_sum.copy())
+            angles.append(angle_sum.copy())
     return NormTrajectory(
         steps=np.asarray(records),
         alphas=alphas,
         norm_sq=np.stack(norms, axis=1),
         grad_sq_unit_sum=np.stack(sums, axis=1),
+        angular_update=np.stack(angles, axis=1),
     )
 
 

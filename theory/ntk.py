@@ -37,7 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import check_number
 from .kernels import Kernel
+from .linear import coupled_l2_alias
 
 __all__ = [
     "ForgettingTimes",
@@ -72,13 +74,6 @@ def _array(name: str, x, ndim: tuple[int, ...]) -> np.ndarray:
     return x
 
 
-def _rate(name: str, value) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
-
-
 def _times(name: str, t, integer: bool) -> np.ndarray:
     t = np.asarray(t, dtype=np.float64)
     if np.any(np.isnan(t)) or np.any(t < 0):
@@ -96,6 +91,8 @@ def _targets(y_train) -> np.ndarray:
 def _eigh_train(k_train_train, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Eigen-decomposition of a symmetric PSD (n, n) kernel; eigenvalues clipped at 0."""
     k = _array("k_train_train", k_train_train, (2,))
+    if k.size == 0:
+        raise ValueError(f"k_train_train must not be empty (got shape {k.shape})")
     if k.shape != (n, n):
         raise ValueError(
             f"k_train_train must have shape ({n}, {n}) to match y_train, got {k.shape}"
@@ -247,8 +244,8 @@ def _linearized(
     n = y.shape[0]
     w, v = _eigh_train(k_train_train, n)
     k_xX = _test_kernel("k_test_train", k_test_train, n)
-    lr = _rate("lr", lr)
-    lam = _rate("weight_decay", weight_decay)
+    lr = check_number("lr", lr)
+    lam = check_number("weight_decay", weight_decay)
     if discrete and lr * lam >= 1.0:
         raise ValueError(f"lr * weight_decay must be < 1 for discrete steps, got {lr * lam}")
     t = _times("steps" if discrete else "t", t, integer=discrete)
@@ -470,7 +467,7 @@ def gradient_descent_mse_ensemble(
     n = y.shape[0]
     w, v = _eigh_train(getattr(kernel_train_train, get), n)
     s_XX = _array("kernel_train_train.nngp", kernel_train_train.nngp, (2,))
-    lr = _rate("lr", lr)
+    lr = check_number("lr", lr)
     t = _times("steps" if discrete else "t", t, integer=discrete)
     k_xX = s_xX = s_xx = None
     if kernel_test_train is not None:
@@ -596,41 +593,54 @@ class ForgettingTimes:
 def forgetting_times(
     k_train_train,
     lr: float,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     *,
     y_train_size: int | None = None,
     discrete: bool = False,
+    weight_decay: float | None = None,
 ) -> ForgettingTimes:
     """How many steps the linearized model takes to forget its initialization, per mode.
 
-    From :func:`linearized_weight_decay_mse`: the init enters the outputs through ``h(w)`` on a
-    training eigenmode with NTK eigenvalue ``w`` and through ``h(0)`` on the unseen part, so the
-    e-folding times are ``1 / (lr (lambda + w / N))`` for gradient flow, ``-1 / log|1 - lr lambda -
-    lr w / N|`` for discrete steps, and for the unseen part ``1 / (lr lambda)`` (``-1 / log(1 - lr
-    lambda)``). In accumulated regularization ``lr * lambda * t`` the memory at test points decays as
-    ``exp(-lr lambda t)``: it is gone once that reaches a few units, whatever the data. Without weight
-    decay the unseen part is never forgotten (``inf``); a discrete mode that does not contract
-    (``lr`` too large) also gets ``inf``. ``N = y_train_size`` (default: n, one output).
+    From :func:`linearized_weight_decay_mse` (coupled L2 ``l2`` = lambda): the init enters the
+    outputs through ``h(w)`` on a training eigenmode with NTK eigenvalue ``w`` and through ``h(0)``
+    on the unseen part, so the e-folding times are ``1 / (lr (lambda + w / N))`` for gradient flow,
+    ``-1 / log|1 - lr lambda - lr w / N|`` for discrete steps, and for the unseen part
+    ``1 / (lr lambda)`` (``-1 / log(1 - lr lambda)``). In accumulated regularization
+    ``lr * lambda * t`` the memory at test points decays as ``exp(-lr lambda t)``: it is gone once
+    that reaches a few units, whatever the data. Without decay the unseen part is never forgotten
+    (``inf``). A discrete mode with |1 - lr lambda - lr w / N| > 1 diverges: ValueError naming the
+    stability bound ``lr <= 2 / (lambda + w_max / N)``, as :func:`initmem.theory.linear.forgetting_times`
+    does. ``N = y_train_size`` (default: n, one output). ``weight_decay``: deprecated alias of
+    ``l2`` (the same coupled meaning; warns).
     """
+    l2 = coupled_l2_alias(l2, weight_decay)
     k = _array("k_train_train", k_train_train, (2,))
     n = k.shape[0]
     w, _ = _eigh_train(k, n)
     size = n if y_train_size is None else int(y_train_size)
     if size < n:
         raise ValueError(f"y_train_size must be >= n = {n}, got {y_train_size!r}")
-    lr = _rate("lr", lr)
-    lam = _rate("weight_decay", weight_decay)
+    lr = check_number("lr", lr)
+    lam = check_number("l2", l2)
     w = w[::-1]
     if discrete:
         if lr * lam >= 1.0:
-            raise ValueError(f"lr * weight_decay must be < 1 for discrete steps, got {lr * lam}")
+            raise ValueError(f"lr * l2 must be < 1 for discrete steps, got {lr * lam}")
+        factors = np.abs(1.0 - lr * lam - lr * w / size)
+        if np.any(factors > 1.0 + 1e-12):
+            bound = 2.0 / (lam + float(w[0]) / size)
+            raise ValueError(
+                f"lr={lr!r} diverges along the NTK eigenmode w={float(w[0]):.6g} "
+                f"(|1 - lr l2 - lr w / N| = {float(factors.max()):.6g} > 1): stability needs "
+                f"lr <= 2 / (l2 + w_max / N) = {bound:.6g}"
+            )
         with np.errstate(divide="ignore"):  # a mode that one step clears exactly: rate inf
-            rates = -np.log(np.abs(1.0 - lr * lam - lr * w / size))  # per-step log-contraction
+            rates = -np.log(factors)  # per-step log-contraction
         null_rate = -np.log1p(-lr * lam)
     else:
         rates = lr * (lam + w / size)
         null_rate = lr * lam
-    # A rate <= 0 (no contraction, or a diverging discrete mode) never forgets: infinite time.
+    # A rate of 0 (no contraction: the null space without decay) never forgets: infinite time.
     modes = np.full_like(w, np.inf)
     np.divide(1.0, rates, out=modes, where=rates > 0)
     null = 1.0 / null_rate if null_rate > 0 else np.inf

@@ -54,8 +54,8 @@ def accumulated_regularization(lrs, weight_decays, batch_size: int) -> dict[str,
     unit of forgetting (momentum and the init norm included), which computes it.
     """
     lrs = _per_step("lrs", lrs)
-    if lrs.ndim != 1:
-        raise ValueError("lrs must be a 1-d sequence, one learning rate per step")
+    if lrs.ndim != 1 or lrs.size == 0:
+        raise ValueError("lrs must be a non-empty 1-d sequence, one learning rate per step")
     decays = _per_step("weight_decays", weight_decays, len(lrs))
     if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer (got {batch_size!r})")
@@ -72,6 +72,31 @@ def accumulated_regularization(lrs, weight_decays, batch_size: int) -> dict[str,
         "adam": float(np.sum(units["adam"])),
         "steps": len(lrs),
     }
+
+
+def check_schedule(
+    epochs: float,
+    schedule: str = "constant",
+    warmup_epochs: float = 0.0,
+    step_milestones=(),
+) -> None:
+    """Check a schedule against the run's length in epochs (fractional when given in steps).
+
+    ``schedule`` must be one of :data:`SCHEDULES`; ``warmup_epochs`` in ``[0, epochs]`` (a longer
+    warmup never reaches the full ``lr``); ``step_milestones`` positive epochs. Raises ValueError
+    naming the field and its allowed range. ``RunConfig`` and :func:`lr_multipliers` call it.
+    """
+    if not (isinstance(epochs, (int, float, np.integer, np.floating)) and epochs > 0):
+        raise ValueError(f"epochs must be a number > 0 (got {epochs!r})")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {list(SCHEDULES)} (got {schedule!r})")
+    if not (math.isfinite(warmup_epochs) and 0 <= warmup_epochs <= epochs):
+        raise ValueError(
+            f"warmup_epochs must be in [0, {epochs:g}] (the run's epochs; a longer warmup never "
+            f"reaches the full lr) (got {warmup_epochs!r})"
+        )
+    if any(not (math.isfinite(m) and m > 0) for m in step_milestones):
+        raise ValueError(f"step_milestones must be positive epochs (got {list(step_milestones)})")
 
 
 def lr_multipliers(
@@ -93,10 +118,7 @@ def lr_multipliers(
     for name, value in (("total_steps", total_steps), ("steps_per_epoch", steps_per_epoch)):
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer (got {value!r})")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {list(SCHEDULES)} (got {schedule!r})")
-    if not (math.isfinite(warmup_epochs) and warmup_epochs >= 0):
-        raise ValueError(f"warmup_epochs must be >= 0 (got {warmup_epochs!r})")
+    check_schedule(total_steps / steps_per_epoch, schedule, warmup_epochs, step_milestones)
     if not 0 < step_gamma <= 1:
         raise ValueError(f"step_gamma must satisfy 0 < step_gamma <= 1 (got {step_gamma!r})")
     steps = np.arange(int(total_steps))
@@ -115,4 +137,4 @@ def lr_multipliers(
     return factors.astype(np.float64)
 
 
-__all__ = ["SCHEDULES", "accumulated_regularization", "lr_multipliers"]
+__all__ = ["SCHEDULES", "accumulated_regularization", "check_schedule", "lr_multipliers"]

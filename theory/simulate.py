@@ -17,24 +17,22 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .deep_linear import _check_weights, _check_xy, deep_linear_gradients
-from .linear import (
-    _check_data,
-    _check_momentum,
-    _check_nonnegative,
-    _check_positive,
-    _check_steps,
-    null_space_projector,
-)
+from .checks import check_data, check_integer, check_momentum, check_number, check_steps
+from .deep_linear import check_weights, check_xy, deep_linear_gradients
+from .linear import null_space_projector
 
 __all__ = [
     "DeepLinearTrajectory",
+    "LogisticTrajectory",
+    "LogitScaleTrajectory",
     "Trajectory",
     "adam_null_space_forgetting",
     "measured_forgetting_step",
     "simulate_adam_least_squares",
     "simulate_deep_linear",
     "simulate_least_squares",
+    "simulate_logit_scale",
+    "simulate_logistic",
 ]
 
 
@@ -61,18 +59,18 @@ class DeepLinearTrajectory:
 def _check_batch_size(batch_size: int | None, n: int) -> int | None:
     if batch_size is None:
         return None
-    if isinstance(batch_size, bool) or int(batch_size) != batch_size or not 1 <= batch_size <= n:
+    batch_size = check_integer("batch_size", batch_size)
+    if batch_size > n:
         raise ValueError(f"batch_size must be an integer in [1, {n}] or None, got {batch_size!r}")
-    return int(batch_size)
+    return batch_size
 
 
 def _check_run(lr: float, steps: int, record_every: int) -> tuple[float, int, int]:
-    steps_checked = _check_steps(steps)
+    steps_checked = check_steps(steps)
     if steps_checked == np.inf:
         raise ValueError("steps must be finite for a simulation")
-    if isinstance(record_every, bool) or int(record_every) != record_every or record_every < 1:
-        raise ValueError(f"record_every must be an integer >= 1, got {record_every!r}")
-    return _check_positive("lr", lr), steps_checked, int(record_every)
+    record_every = check_integer("record_every", record_every)
+    return check_number("lr", lr, strict=True), steps_checked, record_every
 
 
 def _is_recorded(step: int, steps: int, record_every: int) -> bool:
@@ -93,7 +91,7 @@ def _least_squares_gradient(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.n
 
 
 def _check_least_squares(X, y, w0):
-    X, y = _check_data(X, y)
+    X, y = check_data(X, y)
     w0 = np.asarray(w0, dtype=np.float64)
     if w0.shape != (X.shape[1],):
         raise ValueError(f"w0 must have shape ({X.shape[1]},) to match X, got {w0.shape}")
@@ -127,9 +125,9 @@ def simulate_least_squares(
     X, y, w = _check_least_squares(X, y, w0)
     lr, steps, record_every = _check_run(lr, steps, record_every)
     batch_size = _check_batch_size(batch_size, X.shape[0])
-    weight_decay = _check_nonnegative("weight_decay", weight_decay)
-    momentum = _check_momentum(momentum)
-    decay = 1.0 - lr * _check_nonnegative("decoupled_weight_decay", decoupled_weight_decay)
+    weight_decay = check_number("weight_decay", weight_decay)
+    momentum = check_momentum(momentum)
+    decay = 1.0 - lr * check_number("decoupled_weight_decay", decoupled_weight_decay)
     buf = np.zeros_like(w)
     recorded_steps, records = [0], [w.copy()]
     for step, rows in enumerate(_batches(X.shape[0], batch_size, steps, seed), start=1):
@@ -170,8 +168,8 @@ def simulate_adam_least_squares(
     beta1, beta2 = (float(b) for b in betas)
     if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
         raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
-    eps = _check_positive("eps", eps)
-    decay = 1.0 - lr * _check_nonnegative("decoupled_weight_decay", decoupled_weight_decay)
+    eps = check_number("eps", eps, strict=True)
+    decay = 1.0 - lr * check_number("decoupled_weight_decay", decoupled_weight_decay)
     m = np.zeros_like(w)
     v = np.zeros_like(w)
     recorded_steps, records = [0], [w.copy()]
@@ -254,7 +252,7 @@ def adam_null_space_forgetting(
         raise ValueError("w0_draw has no component in the null space of X: nothing to forget")
     rows = []
     for alpha in np.atleast_1d(np.asarray(alphas, dtype=np.float64)):
-        alpha = _check_positive("alphas", alpha)
+        alpha = check_number("alphas", alpha, strict=True)
         w0 = alpha * w0_draw
         sign_speed = np.linalg.norm(projector @ np.sign(_least_squares_gradient(X, y, w0)))
         for lr in np.atleast_1d(np.asarray(lrs, dtype=np.float64)):
@@ -298,11 +296,11 @@ def simulate_deep_linear(
     Conventions of ``initmem.theory.deep_linear`` (loss |X W^T - Y|_F^2 / (2n), W_l of shape
     (d_l, d_(l-1))); minibatch gradients average over the batch's examples.
     """
-    weights = [W.copy() for W in _check_weights(weights)]
-    X, Y = _check_xy(weights, X, Y)
+    weights = [W.copy() for W in check_weights(weights)]
+    X, Y = check_xy(weights, X, Y)
     lr, steps, record_every = _check_run(lr, steps, record_every)
     batch_size = _check_batch_size(batch_size, X.shape[0])
-    shrink = 1.0 - lr * _check_nonnegative("weight_decay", weight_decay)
+    shrink = 1.0 - lr * check_number("weight_decay", weight_decay)
     recorded_steps, records = [0], [[W.copy() for W in weights]]
     for step, rows in enumerate(_batches(X.shape[0], batch_size, steps, seed), start=1):
         grads = deep_linear_gradients(weights, X[rows], Y[rows])
@@ -311,3 +309,144 @@ def simulate_deep_linear(
             recorded_steps.append(step)
             records.append([W.copy() for W in weights])
     return DeepLinearTrajectory(steps=np.array(recorded_steps), weights=records)
+
+
+# ---------------------------------------------------------------------------------------------
+# Logistic regression (initmem.theory.logistic's conventions)
+
+
+@dataclass(frozen=True)
+class LogisticTrajectory:
+    """Weights of parallel logistic-regression runs: ``weights[k, j]`` is run j after ``steps[k]``."""
+
+    steps: np.ndarray
+    weights: np.ndarray
+
+
+def simulate_logistic(
+    X: np.ndarray,
+    y: np.ndarray,
+    w0: np.ndarray,
+    lr: float,
+    record_steps,
+    *,
+    l2: float = 0.0,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+) -> LogisticTrajectory:
+    """Full-batch GD on the mean logistic loss from each row of ``w0`` ((d,) or (runs, d)).
+
+    Update (``torch.optim.SGD`` heavy ball, dampening 0; decoupled decay as AdamW):
+    g = -(1/n) Z^T sigma(-Z w) + l2 w, buf = momentum buf + g (buf = g at the first step),
+    w = (1 - lr weight_decay) w - lr buf. Recorded after each step count in ``record_steps``
+    (sorted integers >= 0; the run lasts until the last one). float64.
+    """
+    X, y = check_data(X, y)
+    if not np.all(np.abs(y) == 1.0):
+        raise ValueError("y must hold labels in {-1, +1}")
+    Z = y[:, None] * X
+    n, d = Z.shape
+    w = np.atleast_2d(np.asarray(w0, dtype=np.float64)).copy()
+    if w.shape[1] != d:
+        raise ValueError(f"w0 must have shape ({d},) or (runs, {d}), got {np.shape(w0)}")
+    lr = check_number("lr", lr, strict=True)
+    l2 = check_number("l2", l2)
+    momentum = check_momentum(momentum)
+    shrink = 1.0 - lr * check_number("weight_decay", weight_decay)
+    record = np.asarray(record_steps, dtype=np.int64)
+    if record.ndim != 1 or record.size == 0 or record[0] < 0 or np.any(np.diff(record) <= 0):
+        raise ValueError("record_steps must be a non-empty increasing sequence of integers >= 0")
+    out = np.empty((record.size, w.shape[0], d))
+    buf = np.zeros_like(w)
+    k = 0
+    for t in range(int(record[-1]) + 1):
+        while k < record.size and record[k] == t:
+            out[k] = w
+            k += 1
+        if t == record[-1]:
+            break
+        u = w @ Z.T
+        g = -(0.5 * (1.0 - np.tanh(0.5 * u))) @ Z / n + l2 * w
+        buf = g if t == 0 else momentum * buf + g
+        w = shrink * w - lr * buf
+    return LogisticTrajectory(steps=record, weights=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# A softmax head on fixed normalized features (initmem.theory.logit_scale's conventions)
+
+
+@dataclass(frozen=True)
+class LogitScaleTrajectory:
+    """``scale[k]``: RMS logit after ``steps[k]`` steps; ``balance[k]``: |W_j|^2 - gamma_j^2 (p,)."""
+
+    steps: np.ndarray
+    scale: np.ndarray
+    balance: np.ndarray
+
+
+def simulate_logit_scale(
+    features: np.ndarray,
+    labels: np.ndarray,
+    classes: int,
+    alpha: float,
+    lr: float,
+    steps: int,
+    *,
+    optimizer: str = "sgd",
+    l2: float = 0.0,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
+    both: bool = True,
+    seed: int = 0,
+    record_every: int = 10,
+) -> LogitScaleTrajectory:
+    """Full-batch training of z_i = W (gamma * phi_i) (no BN bias) by mean softmax cross-entropy.
+
+    Init: W ~ alpha U(-1, 1) / sqrt(p) (torch's default Linear init, times alpha) and gamma = alpha
+    (``both``) or 1 (head only). ``optimizer``: "sgd" (heavy ball), "adam" or "adamw" (numpy copies
+    of torch's rules; ``l2`` coupled, ``weight_decay`` decoupled for every optimizer). float64.
+    """
+    phi = np.asarray(features, dtype=np.float64)
+    labels = np.asarray(labels)
+    n, p = phi.shape
+    check_number("alpha", alpha, strict=True)
+    lr = check_number("lr", lr, strict=True)
+    if optimizer not in ("sgd", "adam", "adamw"):
+        raise ValueError(f"optimizer must be one of ['sgd', 'adam', 'adamw'] (got {optimizer!r})")
+    rng = np.random.default_rng(seed)
+    W = alpha * rng.uniform(-1.0, 1.0, (classes, p)) / math.sqrt(p)
+    gamma = np.full(p, alpha if both else 1.0)
+    onehot = np.eye(classes)[labels]
+    params, bufs = [W, gamma], [np.zeros_like(W), np.zeros_like(gamma)]
+    sqs = [np.zeros_like(W), np.zeros_like(gamma)]
+    beta1, beta2 = betas
+    records, scales, balances = [], [], []
+    for t in range(steps + 1):
+        W, gamma = params
+        z = (phi * gamma) @ W.T
+        if t % record_every == 0 or t == steps:
+            records.append(t)
+            scales.append(math.sqrt(float(np.mean(z * z))))
+            balances.append(np.sum(W * W, axis=0) - gamma * gamma)
+        if t == steps:
+            break
+        prob = np.exp(z - z.max(axis=1, keepdims=True))
+        prob /= prob.sum(axis=1, keepdims=True)
+        delta = (prob - onehot) / n
+        grads = [delta.T @ (phi * gamma), np.sum((delta @ W) * phi, axis=0)]
+        for i in range(2):
+            g = grads[i] + l2 * params[i]
+            if optimizer == "sgd":
+                bufs[i] = g if t == 0 else momentum * bufs[i] + g
+                update = bufs[i]
+            else:
+                bufs[i] = beta1 * bufs[i] + (1 - beta1) * g
+                sqs[i] = beta2 * sqs[i] + (1 - beta2) * g * g
+                m_hat = bufs[i] / (1 - beta1 ** (t + 1))
+                update = m_hat / (np.sqrt(sqs[i] / (1 - beta2 ** (t + 1))) + 1e-8)
+            params[i] = (1.0 - lr * weight_decay) * params[i] - lr * update
+    return LogitScaleTrajectory(
+        steps=np.asarray(records), scale=np.asarray(scales), balance=np.asarray(balances)
+    )

@@ -4,13 +4,29 @@ Each module in :data:`SUBCOMMANDS` defines ``register(subparsers)``, which adds 
 ``func`` to its ``run(args) -> int``. Only the module of the subcommand being run is imported (the
 others appear in ``--help`` by their one-line summary), and each imports what it needs when it runs,
 so ``initmem --help`` and ``initmem sweep status`` never load torch.
+
+Failures: :func:`main` runs every command under one wrapper. An expected failure (a bad config or sweep
+file, a damaged or missing file, an I/O or permission error) prints ``error: ...`` on one line to stderr
+and exits with status 2 (3 when another process is training the run folder); Ctrl-C (SIGINT) prints
+``interrupted; resume with: ...`` and exits with 130 (``initmem train`` treats SIGTERM and SIGUSR2
+alike: 143, 140). Warnings print as one line ``warning: ...`` each.
+The traceback is printed only with ``--debug`` (anywhere on the command line) or with the environment
+variable ``INITMEM_DEBUG=1``. An unexpected exception (a bug) keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import pickle
+import shlex
+import signal
 import sys
+import traceback
+import warnings
+from collections.abc import Iterator
 
 from initmem import __version__
 
@@ -24,6 +40,20 @@ SUBCOMMANDS = {
     "study": "the unit-of-forgetting study of a sweep folder: verdict, tables, a Markdown document",
     "demo": "run the CPU-sized demo sweep and write its report",
 }
+#: Exit status of a bad input (arguments, config, sweep file, damaged or missing file, I/O error).
+EXIT_ERROR = 2
+#: Exit status when the run folder is being trained by another process (``RunBusyError``).
+EXIT_BUSY = 3
+#: Exit status after Ctrl-C (SIGINT): 128 + 2, as a shell reports a process killed by SIGINT; a stop
+#: signal that a command turns into an interruption (``interrupt_on``) exits with 128 + its number:
+#: 143 for SIGTERM, 140 for SIGUSR2.
+EXIT_INTERRUPTED = 130
+#: Environment variable that turns on ``--debug`` (print the traceback of an error).
+DEBUG_ENV = "INITMEM_DEBUG"
+#: Exceptions a command reports as one line ``error: ...`` (everything else is a bug: traceback).
+#: ``ValueError`` covers ConfigError, SweepError, RunFolderError, JSON and Unicode decode errors;
+#: ``OSError`` covers missing files and data sets, permissions, a file where a folder should be.
+EXPECTED_ERRORS = (OSError, ValueError, EOFError, pickle.UnpicklingError)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -40,19 +70,110 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             importlib.import_module(f"initmem.cli.{name}").register(subparsers)
         else:
             subparsers.add_parser(name, help=summary)
+    _add_debug_option(parser, default=False)
     return parser
 
 
+def _add_debug_option(parser: argparse.ArgumentParser, *, default) -> None:
+    """``--debug`` on the parser and on every (nested) subcommand parser."""
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help=f"print the traceback of an error (or set {DEBUG_ENV}=1)",
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _add_debug_option(sub, default=argparse.SUPPRESS)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for bad arguments or configs)."""
+    """Run the command line; returns the exit status (0 done, 1 some runs failed, 2 bad input or a
+    damaged file, 130 interrupted; a command may document more)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command)
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
-        return 2
-    return int(args.func(args) or 0)
+        return EXIT_ERROR
+    debug = args.debug or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
+    try:
+        with contextlib.nullcontext() if debug else _one_line_warnings():
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as err:
+        if debug:
+            traceback.print_exc()
+        hint = getattr(args, "resume_hint", None)
+        command = hint(args, argv) if hint is not None else argv
+        signum = getattr(err, "signum", signal.SIGINT)
+        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        print(f"interrupted{by}; resume with: {shlex.join(['initmem', *command])}", file=sys.stderr)
+        return 128 + int(signum)
+    except EXPECTED_ERRORS as err:
+        if debug:
+            traceback.print_exc()
+        return fail(describe_error(err), status=getattr(err, "exit_status", EXIT_ERROR))
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal (SIGTERM, SIGUSR2) delivered as a KeyboardInterrupt; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interrupt_on(*signums: int) -> Iterator[None]:
+    """Within the block, these signals stop the command as Ctrl-C does (raise :class:`Interrupted`):
+    how SLURM (SIGTERM) and submitit (SIGUSR2) preempt a job. The previous handlers come back after."""
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Warnings (e.g. a damaged run skipped) as ``warning: ...`` on one line of stderr, each once."""
+    seen: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        if text not in seen:
+            seen.add(text)
+            print(f"warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
+def describe_error(err: BaseException) -> str:
+    """One line for an expected failure: the message, or for an OS error the path and what went wrong."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None:
+        path = os.fsdecode(err.filename)
+        if isinstance(err, FileExistsError):
+            text = f"{path} exists and is not a folder (remove it or choose another path)"
+        elif isinstance(err, NotADirectoryError):
+            text = f"{path}: a part of this path is a file, not a folder"
+        elif isinstance(err, PermissionError):
+            text = f"{path}: permission denied"
+        else:
+            text = f"{path}: {err.strerror}"
+        if err.filename2 is not None:
+            text += f" (to {os.fsdecode(err.filename2)})"
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(text.split())
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -68,10 +189,10 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = Fa
     )
 
 
-def fail(message: str) -> int:
-    """Print a one-line error to stderr and return the exit status for bad input."""
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+def fail(message: str, *, status: int = EXIT_ERROR) -> int:
+    """Print a one-line error to stderr and return ``status`` (default: the status for bad input)."""
+    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,6 +18,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--n-boot", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)"
     )
+    parser.add_argument(
+        "--out",
+        metavar="OUT",
+        default=None,
+        help="write report.md and figures/ here (default: DIR; the sweep folder is only read)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -27,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from initmem.empirical.sweep import SweepError
 
     try:
-        path = write_report(args.dir, n_boot=args.n_boot)
+        path = write_report(args.dir, n_boot=args.n_boot, out=args.out)
     except SweepError as err:
         return fail(str(err))
     spread = spread_table(load_sweep(args.dir), n_boot=args.n_boot, with_disagreement=False)
@@ -46,13 +52,19 @@ def format_spread(spread) -> str:
         if not row["spread_pp"] == row["spread_pp"]:  # NaN: nothing finished yet
             lines.append(f"{row['label']:<{width}}  {'-':>11}  (no finished runs)")
             continue
-        ci = (
-            f"[{row['ci_low_pp']:.1f}, {row['ci_high_pp']:.1f}]"
-            if row["ci_low_pp"] == row["ci_low_pp"]
-            else "-"
-        )
+        if row["n_alphas"] == 1:  # a spread over one alpha is 0 by definition: no finding
+            shown, ci = "-", "(one alpha)"
+        else:
+            shown = f"{row['spread_pp']:.1f}"
+            ci = (
+                f"[{row['ci_low_pp']:.1f}, {row['ci_high_pp']:.1f}]"
+                if row["ci_low_pp"] == row["ci_low_pp"]
+                else "(one seed)"
+                if row["n_seeds"] == 1
+                else "-"
+            )
         lines.append(
-            f"{row['label']:<{width}}  {row['spread_pp']:>11.1f}  {ci:<13}  "
+            f"{row['label']:<{width}}  {shown:>11}  {ci:<13}  "
             f"{'yes' if row['interpolated'] else 'no':<12}  {row['min_train_acc_pct']:>17.1f}"
         )
     return "\n".join(lines)

@@ -122,9 +122,8 @@ def run_command(args: argparse.Namespace) -> int:
 
     try:
         spec = load_spec(args.file, args.overrides)
-        runs = spec.expand()
         if args.dry_run:
-            _print_plan(spec, runs)
+            _print_plan(spec, progress=not args.quiet)
             return 0
         backend = args.backend or spec.options.get("backend", "local")
         options = {}
@@ -154,11 +153,12 @@ def run_command(args: argparse.Namespace) -> int:
     return 1 if status.failed else 0
 
 
-def _print_plan(spec, runs) -> None:
+def _print_plan(spec, *, progress: bool) -> None:
+    """Validate every run (streamed: bounded memory on any grid) and count them per variant."""
     from collections import Counter
 
-    per_variant = Counter(r.variant for r in runs)
-    print(f"sweep {spec.name}: {len(runs)} runs (valid)")
+    per_variant = Counter(r.variant for r in spec.iter_runs(progress=None if progress else False))
+    print(f"sweep {spec.name}: {per_variant.total()} runs (valid)")
     for variant, count in per_variant.items():
         print(f"  {variant}: {count} runs")
     from initmem.bridge.design import design_table, format_design
@@ -178,7 +178,7 @@ def status_command(args: argparse.Namespace) -> int:
         print()
         return 0
     print(f"{args.dir}: {status.total} runs")
-    for key in ("completed", "diverged", "running", "failed", "pending"):
+    for key in ("completed", "diverged", "damaged", "running", "failed", "pending"):
         extra = (
             f" ({status.resumable} with a checkpoint)"
             if key == "pending" and status.resumable
@@ -187,6 +187,8 @@ def status_command(args: argparse.Namespace) -> int:
         print(f"  {'done' if key == 'completed' else key:<9} {getattr(status, key)}{extra}")
     for hash_, variant, error in status.failures:
         print(f"  failed {hash_} ({variant}): {error}")
+    for hash_, variant, damage in status.damages:
+        print(f"  damaged {hash_} ({variant}): {damage}")
     return 0
 
 

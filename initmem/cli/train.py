@@ -2,15 +2,20 @@
 
     initmem train --config FILE [--set key=value ...] [--out DIR] [--resume] [--quiet]
 
-The config is validated before any work; a bad field, a missing data set or an occupied run folder is
-one line ``error: ...`` on stderr and exit status 2. A diverged run is a result, not an error (exit 0).
+The config is validated before any work; a bad field, a missing data set, a damaged file or a folder
+holding an unfinished run (without ``--resume``) is one line ``error: ...`` on stderr and exit status 2;
+a folder that another process is training is exit status 3 (the message names the process). A
+finished run is reported, not trained again. A diverged run is a result, not an error (exit 0).
+Ctrl-C, SIGTERM and SIGUSR2 (how SLURM and submitit preempt a job) stop the run, checkpointing what an
+epoch boundary allows, release the folder and print the command that resumes it (exit 130, 143, 140).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 
-from initmem.cli import SUBCOMMANDS, add_config_arguments, fail
+from initmem.cli import SUBCOMMANDS, add_config_arguments, interrupt_on
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,27 +31,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--resume", action="store_true", help="continue the run in the folder from its last.pt"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, resume_hint=resume_hint)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train the configured run; print its result. Returns 0 (completed or diverged) or 2 (bad input)."""
-    from initmem.empirical.config import ConfigError, RunConfig
-    from initmem.empirical.data import DataNotFoundError
-    from initmem.empirical.trainer import RunFolderError, train
+    from initmem.empirical.config import RunConfig
+    from initmem.empirical.trainer import train
 
     overrides = list(args.overrides)
-    if args.out:
+    if args.out is not None:
         overrides.append(f"out_dir={_toml_string(args.out)}")
     if args.quiet:
         overrides.append("quiet=true")
-    try:
-        config = RunConfig.from_file(args.config, overrides)
+    config = RunConfig.from_file(args.config, overrides)
+    with interrupt_on(signal.SIGTERM, signal.SIGUSR2):  # preemption (SLURM, submitit) as Ctrl-C
         result = train(config, resume=True if args.resume else False)
-    except (ConfigError, DataNotFoundError, RunFolderError) as err:
-        return fail(" ".join(str(err).split()))
     print(result.summary())
     return 0
+
+
+def resume_hint(args: argparse.Namespace, argv: list[str]) -> list[str]:
+    """The command line that resumes an interrupted run: the same one, with ``--resume``."""
+    return argv if args.resume else [*argv, "--resume"]
 
 
 def _toml_string(text: str) -> str:

@@ -1,5 +1,7 @@
 """``initmem bridge DIR``: tables and figures for a sweep folder, and clear errors."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -47,3 +49,18 @@ def test_not_a_sweep_folder(tmp_path, capsys):
     assert main(["bridge", str(tmp_path)]) == 2
     assert "not a sweep folder" in capsys.readouterr().err
     assert main(["bridge", str(tmp_path), "--n-boot", "-1"]) == 2
+
+
+def test_every_run_diverged_at_its_first_epoch_is_one_line(tmp_path, capsys):
+    """Diverged runs whose logs end at the evaluation at init: nothing to fit, one line."""
+    root = write_synthetic_sweep(tmp_path / "s", known_pipelines()[:2], seeds=(0, 1))
+    for path in root.glob("runs/*/result.json"):
+        result = json.loads(path.read_text()) | {"status": "diverged", "reason": "loss is nan"}
+        path.write_text(json.dumps(result))
+    for path in root.glob("runs/*/*.parquet"):
+        table = pd.read_parquet(path)
+        table[table["epoch"] == 0].to_parquet(path)
+    assert main(["bridge", str(root), "--n-boot", "0", "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no run has an evaluation after init (8 finished runs, 8 diverged")
+    assert err.count("\n") == 1

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from initmem.cli import main
 from initmem.cli import train as train_cli
 from initmem.empirical.data import write_cifar10_fixture
 
@@ -44,8 +45,9 @@ def single_thread():
 
 
 def _run(parser, argv):
-    args = parser.parse_args(argv)
-    return args.func(args)
+    """``initmem ARGV`` through the command's error wrapper (``parser`` parses it the same way)."""
+    parser.parse_args(argv)
+    return main(argv)
 
 
 def test_train_writes_the_run_and_prints_its_result(parser, config_file, tmp_path, capsys):
@@ -68,11 +70,16 @@ def test_train_writes_the_run_and_prints_its_result(parser, config_file, tmp_pat
     assert result["status"] == "completed" and result["epochs_run"] == 1
     assert config["alpha"] == 0.5 and config["out_dir"] == str(out) and config["quiet"] is True
 
-    # a second plain call refuses the occupied folder; --resume returns the finished run
+    # a plain rerun reports the finished run (nothing retrained), as does --resume
+    stamp = (out / "result.json").stat().st_mtime_ns
+    for again in (argv, [*argv, "--resume"]):
+        assert _run(parser, again) == 0
+        assert "completed after 1 epochs" in capsys.readouterr().out
+    assert (out / "result.json").stat().st_mtime_ns == stamp
+    # an unfinished run is refused without --resume
+    (out / "result.json").unlink()
     assert _run(parser, argv) == 2
-    assert "already holds a run" in capsys.readouterr().err
-    assert _run(parser, [*argv, "--resume"]) == 0
-    assert "completed after 1 epochs" in capsys.readouterr().out
+    assert "already holds an unfinished run; resume it (--resume)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -101,6 +108,7 @@ def test_missing_data_is_an_error_not_a_traceback(parser, tmp_path, capsys, monk
     monkeypatch.setenv("INITMEM_DATA", str(tmp_path / "cache"))
     monkeypatch.setattr("initmem.empirical.data.DEBIAN_FASHION_MNIST", tmp_path / "none")
     monkeypatch.setenv("INITMEM_OFFLINE", "1")
+    (tmp_path / "empty").mkdir()
     argv = ["train", "--set", f"data_dir={tmp_path / 'empty'}", "--out", str(tmp_path / "run")]
     assert _run(parser, argv) == 2
     err = capsys.readouterr().err

@@ -77,6 +77,18 @@ def test_hash_ignores_paths_and_presentation():
         (["nesterov=true"], "nesterov needs"),
         (["dataset=cifar10", "train_size=45000"], "train_size must be at most 40000"),
         (["augment=maybe"], "augment must be true or false"),
+        (["seed=-1"], "seed must satisfy 0 <= seed < 2**32 (got -1)"),
+        (["epochs=2", "warmup_epochs=3"], "warmup_epochs must be in [0, 2]"),
+        (["steps=10", "batch_size=4", "dataset='cifar10-fixture'", "warmup_epochs=3"], "[0, 2.5]"),
+        (["split_seed=4294967296"], "split_seed must satisfy 0 <= split_seed < 2**32"),
+        (["step_milestones=[3]"], "step_milestones [3] need schedule = 'step'"),
+        (["schedule='cosine'", "step_milestones=[3]"], "(got schedule = 'cosine')"),
+        (["learning_rate=0.1"], "unknown config field 'learning_rate' (did you mean 'lr'?)"),
+        (["bs=64"], "unknown config field 'bs' (did you mean 'batch_size'?)"),
+        (["wd=5e-4"], "did you mean 'l2' (coupled: torch SGD's weight_decay"),
+        (["wd=5e-4"], "or 'weight_decay' (decoupled"),
+        (["out_dir=''"], "out_dir must name a folder (got an empty path)"),
+        (["data_dir=''"], "data_dir must name a folder or be left out"),
     ],
 )
 def test_bad_values_name_the_field(overrides, message):
@@ -89,3 +101,11 @@ def test_bad_values_name_the_field(overrides, message):
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="config file not found"):
         RunConfig.from_file(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize("text", ["", "\n# only a comment\n"])
+def test_empty_config_file_is_an_error(tmp_path, text):
+    path = tmp_path / "empty.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"empty.toml sets no field \(empty\)"):
+        RunConfig.from_file(path)

@@ -86,11 +86,27 @@ def test_reader_refuses_pickles_that_are_not_data(cifar_fixture_root, tmp_path):
 def test_missing_cifar10_error_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.setenv("INITMEM_DATA", str(tmp_path / "cache"))
     with pytest.raises(DataNotFoundError) as err:
-        find_cifar10(tmp_path / "mine", download=False)
+        find_cifar10(download=False)
     message = str(err.value)
-    assert str(tmp_path / "mine" / CIFAR10_FOLDER) in message
-    assert str(tmp_path / "cache") in message
+    assert f"in: {tmp_path / 'cache' / CIFAR10_FOLDER}, {tmp_path / 'cache'};" in message
     assert "cifar-10-python.tar.gz" in message
+
+
+def test_named_data_dir_is_the_only_place_and_listed_once(tmp_path, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    monkeypatch.setenv("INITMEM_DATA", str(mine))  # the cache dir is the named folder too
+    with pytest.raises(DataNotFoundError) as err:
+        find_cifar10(mine, download=False)
+    assert f"in: {mine / CIFAR10_FOLDER}, {mine};" in str(err.value)  # each place once
+
+
+@pytest.mark.parametrize("dataset", ["cifar10", "fashion-mnist"])
+def test_data_dir_that_does_not_exist_is_an_error_naming_it(tmp_path, monkeypatch, dataset):
+    monkeypatch.setenv("INITMEM_DATA", str(tmp_path / "cache"))
+    config = RunConfig(dataset=dataset, data_dir=str(tmp_path / "nope"), batch_size=4)
+    with pytest.raises(DataNotFoundError, match=f"data_dir {tmp_path / 'nope'} does not exist"):
+        load_splits(config, download=True)  # not even a download into a mistyped path
 
 
 def test_cifar10_is_found_under_data_dir(cifar_fixture_root):
@@ -247,7 +263,7 @@ def test_padding_to_the_cifar_shape():
     np.testing.assert_array_equal(padded[:, 0], padded[:, 2])
 
 
-def test_fashion_mnist_from_a_user_folder_comes_first(tmp_path):
+def _write_tiny_fashion_mnist(folder):
     rng = np.random.default_rng(0)
     for stem, shape in [
         ("train-images-idx3-ubyte", (6, 28, 28)),
@@ -255,7 +271,23 @@ def test_fashion_mnist_from_a_user_folder_comes_first(tmp_path):
         ("t10k-images-idx3-ubyte", (3, 28, 28)),
         ("t10k-labels-idx1-ubyte", (3,)),
     ]:
-        _write_idx(tmp_path / (stem + ".gz"), rng.integers(0, 10, size=shape), compress=True)
+        _write_idx(folder / (stem + ".gz"), rng.integers(0, 10, size=shape), compress=True)
+
+
+def test_named_empty_data_dir_does_not_fall_back_to_the_system_copy(tmp_path, monkeypatch):
+    system = tmp_path / "system"
+    system.mkdir()
+    _write_tiny_fashion_mnist(system)
+    monkeypatch.setattr("initmem.empirical.data.DEBIAN_FASHION_MNIST", system)
+    assert find_fashion_mnist(download=False) == system  # the default places
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(DataNotFoundError, match="Fashion-MNIST not found") as err:
+        find_fashion_mnist(tmp_path / "mine", download=False)
+    assert str(system) not in str(err.value)
+
+
+def test_fashion_mnist_from_a_user_folder_comes_first(tmp_path):
+    _write_tiny_fashion_mnist(tmp_path)
     assert find_fashion_mnist(tmp_path, download=False) == tmp_path
     train_x, train_y, test_x, test_y = read_fashion_mnist(tmp_path)
     assert train_x.shape == (6, 3, 32, 32) and test_y.shape == (3,)

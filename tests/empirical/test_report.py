@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from initmem.empirical.memory import accuracy_table, load_sweep, spread_table
 from initmem.empirical.report import write_report
+from initmem.empirical.sweep import SweepSpec, prepare_sweep
 from tests.empirical.test_memory import make_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -64,6 +66,55 @@ def test_report_of_a_sweep_with_no_finished_run(tmp_path):
     assert "No finished runs yet" in text
     assert "0/12 done" in text and "12 pending" in text
     assert np.isnan(load_sweep(sweep)["test_acc"]).all()
+
+
+def _keep_runs(sweep: Path, keep) -> None:
+    """Leave in the manifest only the runs whose entry satisfies ``keep``."""
+    path = sweep / "manifest.json"
+    path.write_text(json.dumps([e for e in json.loads(path.read_text()) if keep(e)]))
+
+
+def test_report_out_leaves_the_sweep_folder_untouched(tmp_path):
+    sweep = make_sweep(tmp_path / "sweep")
+    before = sorted(p.relative_to(sweep) for p in sweep.rglob("*"))
+    report = write_report(sweep, n_boot=20, out=tmp_path / "elsewhere")
+    assert report == tmp_path / "elsewhere" / "report.md"
+    assert (tmp_path / "elsewhere" / "figures" / "spread.png").is_file()
+    assert sorted(p.relative_to(sweep) for p in sweep.rglob("*")) == before
+
+
+def test_variant_names_with_a_bar_keep_the_tables_whole(tmp_path):
+    sweep = make_sweep(tmp_path / "sweep")
+    path = sweep / "manifest.json"
+    path.write_text(path.read_text().replace('"variant": "sgd"', '"variant": "sgd | low lr"'))
+    text = write_report(sweep, n_boot=20).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| sgd \\| low lr |"))
+    header = next(line for line in text.splitlines() if line.startswith("| pipeline |"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == len(re.findall(r"(?<!\\)\|", header))
+
+
+def test_one_alpha_or_one_seed_says_so_instead_of_a_spread(tmp_path):
+    sweep = make_sweep(tmp_path / "one_alpha")
+    _keep_runs(sweep, lambda e: e["config"]["alpha"] == 1.0)
+    text = write_report(sweep, n_boot=20).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| sgd |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "– (one alpha)" and "0.0" not in cells[1:3]
+
+    sweep = make_sweep(tmp_path / "one_seed")
+    _keep_runs(sweep, lambda e: e["config"]["seed"] == 0)
+    text = write_report(sweep, n_boot=20).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| sgd |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[1]) == pytest.approx(100 * (0.90 - 0.70)) and cells[2] == "– (one seed)"
+
+
+def test_report_of_a_sweep_without_runs(tmp_path):
+    spec = SweepSpec(name="nothing", variants=())
+    prepare_sweep(spec, tmp_path / "empty")
+    assert load_sweep(tmp_path / "empty").empty
+    text = write_report(tmp_path / "empty", n_boot=20).read_text()
+    assert "0/0 done" in text and "No finished runs yet" in text
 
 
 def test_report_figures_leave_pyplot_alone(tmp_path, pyplot_forbidden):

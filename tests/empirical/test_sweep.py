@@ -7,6 +7,7 @@ completions; one shared smoke test trains real tiny runs on every backend.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -61,7 +62,7 @@ def fake_train(config: RunConfig) -> dict:
 
     Appends ``start <step>`` and ``done`` to ``journal.txt``; checkpoints its step in ``last.pt``;
     raises for ``lr == 0.5``; kills its process for ``lr == 0.125``; reports ``diverged`` for ``alpha >= 100``; test accuracy 0.5 + seed/100
-    - |log2 alpha| / 10.
+    - |log2 alpha| / 10 (0 at least).
     """
     import math
 
@@ -82,7 +83,7 @@ def fake_train(config: RunConfig) -> dict:
     status = "diverged" if config.alpha >= 100 else "completed"
     result = {
         "status": status,
-        "test_acc": 0.5 + config.seed / 100 - abs(math.log2(config.alpha)) / 10,
+        "test_acc": max(0.0, 0.5 + config.seed / 100 - abs(math.log2(config.alpha)) / 10),
         "best_val_acc": 0.5,
         "final_train_acc": 1.0,
         "steps_run": step,
@@ -168,6 +169,9 @@ def test_any_field_can_be_an_axis_and_list_fields_take_lists():
     ("text", "message"),
     [
         ("[base]\nalpah = 1.0\n", "did you mean 'alpha'"),
+        ("[base]\nbs = 4\n", "base: unknown config field 'bs' (did you mean 'batch_size'?)"),
+        ("", "defines no runs (no [base], [grid] or [[variants]])"),
+        ("# a comment\nname = 'x'\n", "defines no runs"),
         ("colour = 1\n", "unknown top-level key"),
         ("[grid]\nalpha = 1.0\n", "grid.alpha must be a non-empty list"),
         ("[grid]\nalpha = []\n", "grid.alpha must be a non-empty list"),
@@ -658,3 +662,22 @@ def test_a_packed_sweep_writes_the_runs_of_an_unpacked_one(tmp_path, capsys):
     assert again[-1]["weight_norm"] == pytest.approx(
         journal_records(second.run_dir(tmp_path / "alone"))[-1]["weight_norm"], rel=1e-4
     )
+
+
+def test_expansion_is_lazy_and_counted_without_expanding(capsys):
+    """A grid of 10^12 runs: counted exactly, its first runs validated without building the rest."""
+    axis = list(range(10**6))
+    spec = SweepSpec.from_dict(
+        {
+            "base": {"dataset": "cifar10-fixture", "batch_size": 4},
+            "grid": {"seed": axis, "split_seed": axis},
+        }
+    )
+    assert spec.count() == 10**12
+    first = list(itertools.islice(spec.iter_runs(progress=False), 3))
+    assert [(r.config.seed, r.config.split_seed) for r in first] == [(0, 0), (0, 1), (0, 2)]
+    assert [r.hash for r in first] == [r.config.hash for r in first]
+
+    small = SweepSpec.from_toml(SWEEP)
+    assert [r.hash for r in small.iter_runs(progress=True)] == [r.hash for r in small.expand()]
+    assert f"expanding sweep {small.name}" in capsys.readouterr().err

@@ -51,6 +51,8 @@ LAYER_KEYS = {
     "grad_sq_sum",
     "lr_sq_grad_sq_sum",
     "norm_sq_drift",
+    "angular_update",
+    "filter_angular_update",
 }
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -361,7 +363,9 @@ def test_run_folder_guards(tiny_config):
     stamp = (Path(config.out_dir) / "result.json").stat().st_mtime_ns
     assert train(config) == result  # finished: returned as is, nothing retrained
     assert (Path(config.out_dir) / "result.json").stat().st_mtime_ns == stamp
-    with pytest.raises(RunFolderError, match="already holds a run"):
+    assert train(config, resume=False) == result  # finished: reported, not refused (nor retrained)
+    (Path(config.out_dir) / "result.json").unlink()
+    with pytest.raises(RunFolderError, match="already holds an unfinished run"):
         train(config, resume=False)
     with pytest.raises(RunFolderError, match="another config"):
         train(config.replace(alpha=2.0))

@@ -161,3 +161,105 @@ def test_report_is_strict_json():
 def test_bad_inputs_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_reported_times_follow_the_schedule():
+    # Cosine + warmup, SGD lr 1e-2, L2 1e-2, alpha 3: the times once ignored the schedule (23,087
+    # steps, the constant-lr value) while memory_left and normalized_forgetting used it (never).
+    from initmem.theory.normalized import normalized_forgetting
+
+    total, per_epoch = 3000, 100
+    mults = lr_multipliers(total, per_epoch, "cosine", warmup_epochs=2)
+    pipeline = Pipeline(
+        lr=1e-2, l2=1e-2, steps_per_epoch=per_epoch, total_steps=total, lr_multipliers=mults
+    )
+    report = predict_forgetting(pipeline, 3.0)
+    expected = normalized_forgetting(3.0, lr=1e-2, l2=1e-2, fan_in=576, lr_multipliers=mults)
+    assert report.steps == expected.steps == math.inf
+    assert row(report, "pipeline").epochs == math.inf
+    constant = predict_forgetting(Pipeline(lr=1e-2, l2=1e-2), 3.0)
+    assert 1e4 < constant.steps < math.inf
+    # A constant schedule is the constant-lr law (its time may lie past the run's end).
+    flat = Pipeline(lr=1e-2, l2=1e-2, total_steps=100, lr_multipliers=np.ones(100))
+    assert predict_forgetting(flat, 3.0).steps == constant.steps
+    # Ones, then a last step at half the lr: the first whole step at or after the constant time.
+    long = int(max(constant.steps, row(constant, "linear_decay").steps)) + 10
+    mults = np.concatenate([np.ones(long - 1), [0.5]])
+    ones = Pipeline(lr=1e-2, l2=1e-2, total_steps=long, lr_multipliers=mults)
+    assert predict_forgetting(ones, 3.0).steps == math.ceil(constant.steps)
+    linear_row = row(predict_forgetting(ones, 3.0), "linear_decay")
+    assert linear_row.steps == pytest.approx(row(constant, "linear_decay").steps, abs=1.0)
+    # Nothing forgets within the cosine run: the dominant mechanism erased the most by its end.
+    assert report.dominant == "explicit_decay"
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_zero_multiplier_is_a_step_that_does_nothing(optimizer):
+    ones = np.ones(400)
+    with_zero = np.concatenate([ones[:100], [0.0], ones[100:]])
+    kwargs = dict(optimizer=optimizer, lr=0.05, l2=0.01 if optimizer == "sgd" else 0.0)
+    base = predict_forgetting(
+        Pipeline(total_steps=400, lr_multipliers=ones, **kwargs), 2.0, **GROUP
+    )
+    zero = predict_forgetting(
+        Pipeline(total_steps=401, lr_multipliers=with_zero, **kwargs), 2.0, **GROUP
+    )
+    left = row(zero, "pipeline").memory_left
+    assert left == pytest.approx(
+        row(base, "pipeline").memory_left, rel=1e-6 if optimizer == "sgd" else 0.05
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"batch_size": 1.5}, "batch_size"),
+        ({"steps_per_epoch": 2.5}, "steps_per_epoch"),
+        ({"total_steps": 0}, "total_steps"),
+        ({"lr_multipliers": []}, "lr_multipliers"),
+    ],
+)
+def test_pipeline_rejects_non_integer_sizes(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        Pipeline(**kwargs)
+
+
+def test_groups_rank_the_predicted_and_mark_the_rest():
+    from initmem.theory import logit_scale
+
+    sgd = Pipeline(lr=2e-2, momentum=0.9, l2=1e-2, batch_size=32, steps_per_epoch=31)
+    report = predict_forgetting(sgd, 4.0, fan_ins=[72, 144])
+    groups = report.groups.set_index("group")
+    assert list(groups.index) == [
+        "bn_conv_weights",
+        "head_logit_scale",
+        "non_bn_weights",
+        "inner_bn_affine",
+    ]
+    assert not groups.loc["inner_bn_affine"].prediction
+    assert math.isnan(groups.loc["inner_bn_affine"].steps) and math.isnan(
+        groups.loc["inner_bn_affine"]["rank"]
+    )
+    assert "no prediction" in groups.loc["inner_bn_affine"].formula
+    head = logit_scale.logit_scale_forgetting_steps(4.0, 2e-2, l2=1e-2, momentum=0.9)
+    assert groups.loc["head_logit_scale"].steps == pytest.approx(head, rel=1e-12)
+    assert groups.loc["bn_conv_weights"].steps == report.steps
+    predicted = groups[groups.prediction]
+    assert sorted(predicted["rank"]) == [1.0, 2.0, 3.0]
+    assert report.forgets_last == predicted.steps.idxmax()
+    assert groups.loc["head_logit_scale"].epochs == pytest.approx(head / 31)
+    # With the logit scales measured: model (4), shorter than the decay-only bound.
+    measured = predict_forgetting(sgd, 4.0, logit_scale=0.6, equilibrium_logit_scale=2.6)
+    modelled = logit_scale.logit_scale_forgetting_steps(
+        4.0, 2e-2, l2=1e-2, momentum=0.9, init_scale=0.6, equilibrium_scale=2.6
+    )
+    assert measured.groups.set_index("group").loc["head_logit_scale"].steps == pytest.approx(
+        modelled
+    )
+    assert modelled < head
+    # Adam: the head has no prediction; SGD without decay keeps it (inf).
+    adam = predict_forgetting(Pipeline(optimizer="adam", lr=1e-3), 4.0).groups.set_index("group")
+    assert not adam.loc["head_logit_scale"].prediction
+    plain = predict_forgetting(Pipeline(lr=1e-3), 4.0).groups.set_index("group")
+    assert plain.loc["head_logit_scale"].steps == math.inf
+    json.dumps(report.to_dict(), allow_nan=False)

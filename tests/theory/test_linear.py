@@ -394,7 +394,7 @@ def test_eigenvalues_from_data_matrix_and_table():
     "call,match",
     [
         (lambda: linear.forgetting_times([1.0], lr=-0.1), "lr"),
-        (lambda: linear.forgetting_times([1.0], lr=0.1, weight_decay=-1), "weight_decay"),
+        (lambda: linear.forgetting_times([1.0], lr=0.1, l2=-1), "l2"),
         (lambda: linear.forgetting_times([1.0], lr=0.1, momentum=1.0), "momentum"),
         (lambda: linear.forgetting_times([-1.0], lr=0.1), "eigenvalues"),
         (lambda: linear.forgetting_times(np.ones((2, 2, 2)), lr=0.1), "eigenvalues"),
@@ -426,3 +426,15 @@ def test_eigenvalues_from_data_matrix_and_table():
 def test_bad_inputs_raise_value_error_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_empty_eigenvalues_and_the_deprecated_weight_decay_alias():
+    with pytest.raises(ValueError, match="empty"):
+        linear.forgetting_times([], lr=0.1)
+    h = np.array([0.0, 0.5, 2.0])
+    with pytest.warns(DeprecationWarning, match="l2"):
+        old = linear.forgetting_times(h, 0.1, weight_decay=0.3, momentum=0.5)
+    np.testing.assert_array_equal(old, linear.forgetting_times(h, 0.1, l2=0.3, momentum=0.5))
+    np.testing.assert_array_equal(old, linear.forgetting_times(h, 0.1, 0.3, 0.5))  # positional
+    with pytest.raises(ValueError, match="not both"):
+        linear.forgetting_times(h, 0.1, l2=0.1, weight_decay=0.1)

@@ -6,6 +6,7 @@ float64 trained by the real ``torch.optim`` optimizers.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -477,3 +478,70 @@ def test_normalized_forgetting_defaults():
 def test_bad_inputs_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_large_effective_sgd_step_warns():
+    # eta^2 G / |w_0|^4 = 0.5^2 * 4 / 1 = 1 > 0.3: outside the law's small-step regime.
+    with pytest.warns(nz.LargeStepWarning, match="effective SGD step"):
+        nz.normalized_forgetting(2.0, lr=0.5, fan_in=10, init_sq_per_coord=0.1, grad_sq_unit=4.0)
+    # alpha < 1 shrinks |w_0|: 0.05^2 * 4 / 0.5^4 = 0.16 stays quiet, alpha = 0.25 warns.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nz.LargeStepWarning)
+        nz.normalized_forgetting(0.5, lr=0.05, fan_in=10, init_sq_per_coord=0.1, grad_sq_unit=4.0)
+    with pytest.warns(nz.LargeStepWarning):
+        nz.normalized_forgetting(0.25, lr=0.05, fan_in=10, init_sq_per_coord=0.1, grad_sq_unit=4.0)
+
+
+@pytest.mark.parametrize(
+    "optimizer,lr,momentum,l2,weight_decay,beta1",
+    [
+        ("sgd", 0.1, 0.0, 0.01, 0.0, 0.9),
+        ("sgd", 0.1, 0.9, 0.01, 0.0, 0.9),  # Wan et al. / Kosson et al.: sqrt(2 lr l2 / (1 + mu))
+        ("sgd", 0.1, 0.9, 0.0, 0.01, 0.9),  # decoupled decay: sqrt(2 lr wd (1 - mu) / (1 + mu))
+        ("sgd", 0.1, 0.5, 0.005, 0.01, 0.9),
+        ("adamw", 1e-2, 0.0, 0.0, 0.1, 0.0),  # sqrt(2 lr wd)
+        ("adamw", 1e-2, 0.0, 0.0, 0.1, 0.9),  # sqrt(2 lr wd (1 - b1) / (1 + b1))
+    ],
+)
+def test_equilibrium_angular_update_against_simulation(
+    optimizer, lr, momentum, l2, weight_decay, beta1
+):
+    """Mean angle per step over steps 2000-4000, started at the predicted equilibrium norm: 1%."""
+    dim = 256
+    predicted = nz.equilibrium_angular_update(lr, optimizer, momentum, l2, weight_decay, beta1)
+    if optimizer == "sgd":
+        x0 = nz.sgd_equilibrium_norm_sq(lr, 1.0, l2, weight_decay, momentum)
+    else:
+        x0 = nz.adamw_equilibrium_norm_sq(lr, weight_decay, dim)
+    run = simulate_norms(
+        ScaleInvariantLoss(dim=dim, noise_sq=1.0),
+        optimizer=optimizer,
+        lr=lr,
+        steps=4000,
+        init_norm_sq=x0,
+        momentum=momentum,
+        l2=l2,
+        weight_decay=weight_decay,
+        betas=(beta1, 0.999),
+        record_every=2000,
+    )
+    measured = (run.angular_update[0, -1] - run.angular_update[0, -2]) / 2000
+    assert measured == pytest.approx(predicted, rel=0.01)
+    if momentum == 0 and (optimizer == "sgd" or beta1 == 0):
+        assert predicted == pytest.approx(math.sqrt(2 * lr * (l2 + weight_decay)), rel=0.01)
+
+
+def test_angular_update_identity_and_no_prediction_cases():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 5))
+    v = rng.standard_normal((3, 5))
+    v -= np.sum(v * w, 1, keepdims=True) / np.sum(w * w, 1, keepdims=True) * w  # v orthogonal to w
+    eps = 1e-9  # tan(theta) = eps |v| / |w| exactly; arccos of the cosine would lose it to rounding
+    expected = np.arctan(eps * np.linalg.norm(v, axis=1) / np.linalg.norm(w, axis=1))
+    np.testing.assert_allclose(nz.angular_update(w, w + eps * v), expected, rtol=1e-6)
+    np.testing.assert_allclose(nz.angular_update(w, 2.0 * w), 0.0, atol=1e-12)
+    np.testing.assert_allclose(nz.angular_update(w, -w), math.pi, rtol=1e-12)
+    a, b = np.array([1.0, 0.0]), np.array([1.0, 1.0])
+    assert nz.angular_update(a, b) == pytest.approx(math.pi / 4, rel=1e-12)
+    assert math.isnan(nz.equilibrium_angular_update(1e-3, "adam", l2=1e-2))
+    assert nz.equilibrium_angular_update(1e-3, "sgd") == 0.0

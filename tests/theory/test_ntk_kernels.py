@@ -210,7 +210,9 @@ def test_theory_ntk_imports_without_jax():
 def test_theory_imports_without_torch():
     """Only initmem.theory.empirical_kernels imports torch (and triton), on first use of its names."""
     modules = "initmem.theory, initmem.theory.linear, initmem.theory.normalized, " + (
-        "initmem.theory.forgetting, initmem.theory.schedule, initmem.theory.kernels"
+        "initmem.theory.forgetting, initmem.theory.schedule, initmem.theory.kernels, "
+        "initmem.theory.logistic, initmem.theory.logit_scale, initmem.theory.checks, "
+        "initmem.theory.simulate, initmem.theory.normalized_sim"
     )
     code = (
         f"import sys, {modules}; "

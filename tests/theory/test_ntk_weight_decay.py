@@ -203,12 +203,12 @@ def test_forgetting_times_match_simulated_decay(linear_model, discrete):
 
 def test_forgetting_times_closed_forms():
     k = np.diag([4.0, 1.0])
-    flow = forgetting_times(k, lr=0.1, weight_decay=0.5)
+    flow = forgetting_times(k, lr=0.1, l2=0.5)
     np.testing.assert_allclose(flow.eigenvalues, [4.0, 1.0])
     np.testing.assert_allclose(flow.mode_steps, [1 / (0.1 * (0.5 + 2.0)), 1 / (0.1 * (0.5 + 0.5))])
     assert flow.null_space_steps == pytest.approx(20.0)
     assert forgetting_times(k, lr=0.1).null_space_steps == np.inf
-    steps = forgetting_times(k, lr=0.1, weight_decay=0.5, discrete=True)
+    steps = forgetting_times(k, lr=0.1, l2=0.5, discrete=True)
     assert steps.null_space_steps == pytest.approx(-1 / np.log(0.95))
 
 
@@ -236,3 +236,17 @@ def test_bad_weight_decay_inputs(linear_model, kwargs, name):
         linearized_weight_decay_mse(**args)
     with pytest.raises(ValueError, match="lr"):
         forgetting_times(m["k"], lr=-1.0)
+
+
+def test_forgetting_times_alias_empty_kernel_and_divergence():
+    k = np.diag([4.0, 1.0])
+    with pytest.warns(DeprecationWarning, match="l2"):
+        old = forgetting_times(k, lr=0.1, weight_decay=0.5, discrete=True)
+    new = forgetting_times(k, lr=0.1, l2=0.5, discrete=True)
+    np.testing.assert_array_equal(old.mode_steps, new.mode_steps)
+    with pytest.raises(ValueError, match="empty"):
+        forgetting_times(np.zeros((0, 0)), lr=0.1)
+    # lr = 1.2 on w / N = 2: |1 - 2.4| > 1 diverges; linear.forgetting_times raises there too.
+    with pytest.raises(ValueError, match=r"diverges.*w_max / N\) = 1$"):
+        forgetting_times(k, lr=1.2, discrete=True)
+    assert forgetting_times(k, lr=1.0, discrete=True).mode_steps[0] == np.inf  # |1 - 2| = 1

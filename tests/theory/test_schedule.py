@@ -79,3 +79,23 @@ def test_warmup_shape():
 def test_bad_inputs_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_empty_schedules_and_warmup_longer_than_the_run_are_rejected():
+    from initmem.theory.schedule import check_schedule
+
+    with pytest.raises(ValueError, match="lrs"):
+        accumulated_regularization([], 0.0, 128)
+    # 10 steps of 5 per epoch = 2 epochs: a 4-epoch warmup would never reach the full lr.
+    with pytest.raises(ValueError, match=r"warmup_epochs must be in \[0, 2\]"):
+        lr_multipliers(10, 5, "cosine", warmup_epochs=4)
+    assert lr_multipliers(10, 5, "cosine", warmup_epochs=2)[-1] == 1.0
+    check_schedule(2.5, "step", 2.5, (1, 2))
+    for args, name in [
+        ((0, "constant"), "epochs"),
+        ((2, "linear"), "schedule"),
+        ((2, "step", -1.0), "warmup_epochs"),
+        ((2, "step", 0.0, (0,)), "step_milestones"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            check_schedule(*args)

@@ -1,0 +1,90 @@
+"""Argument checks shared by every theory module: one style, one message format.
+
+Each check converts its argument (to float64, or to a float64 array) and raises ``ValueError`` whose
+message names the argument, the allowed range and the value received, e.g.
+``lr must be finite and > 0 (got -1.0)``. Nothing here imports beyond numpy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "check_data",
+    "check_integer",
+    "check_momentum",
+    "check_number",
+    "check_steps",
+]
+
+
+def check_number(
+    name: str,
+    value,
+    *,
+    low: float = 0.0,
+    strict: bool = False,
+    high: float = math.inf,
+    nonempty: bool = True,
+):
+    """A float (or a float64 array) with every entry finite and in ``[low, high)``.
+
+    ``strict=True`` excludes ``low`` itself (``(low, high)``). Arrays must hold at least one entry
+    unless ``nonempty=False``. Returns a float for a scalar input, else the float64 array.
+    """
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a number or an array of numbers (got {value!r})"
+        ) from None
+    if nonempty and arr.size == 0:
+        raise ValueError(f"{name} must not be empty (got {value!r})")
+    bad = ~np.isfinite(arr) | (arr <= low if strict else arr < low) | (arr >= high)
+    if np.any(bad):
+        rel = ">" if strict else ">="
+        upper = f" and < {high}" if high < math.inf else ""
+        raise ValueError(f"{name} must be finite and {rel} {low}{upper} (got {value!r})")
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def check_integer(name: str, value, *, low: int = 1) -> int:
+    """An integer >= ``low`` (a float with an integer value is accepted; booleans are not)."""
+    ok = not isinstance(value, bool)
+    try:
+        ok = ok and float(value).is_integer() and value >= low
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an integer >= {low} (got {value!r})")
+    return int(value)
+
+
+def check_momentum(momentum: float) -> float:
+    """Heavy-ball momentum in ``[0, 1)``."""
+    return check_number("momentum", momentum, high=1.0)
+
+
+def check_steps(steps) -> float | int:
+    """Steps: an integer >= 0, or ``numpy.inf`` for the limit T -> infinity."""
+    if steps == np.inf:
+        return np.inf
+    return check_integer("steps", steps, low=0)
+
+
+def check_data(X, y=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """A non-empty finite (n, d) data matrix and, if given, a finite target vector of shape (n,)."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X must be a non-empty 2-D array (n, d), got shape {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X must be finite")
+    if y is not None:
+        y = np.asarray(y, dtype=np.float64)
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y must be finite")
+    return X, y
