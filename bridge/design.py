@@ -42,16 +42,19 @@ def config_units(config, inv_init_sq_per_coord: float) -> dict[str, float]:
 def design_table(configs, variants=None) -> pd.DataFrame:
     """One row per pipeline of the given run configs (alpha and seed ignored), in first-seen order.
 
-    ``configs``: RunConfigs (e.g. ``[r.config for r in spec.expand()]``); ``variants`` their variant
-    names. Columns: ``variant``, ``pipeline``, ``optimizer``, ``lr``, ``momentum``, ``l2``,
+    ``configs``: RunConfigs, any iterable (e.g. ``(r.config for r in spec.iter_runs())``: read once,
+    one entry kept per pipeline, so a streamed grid stays in bounded memory); ``variants`` their
+    variant names (an iterable of the same length). Columns: ``variant``, ``pipeline``, ``optimizer``, ``lr``, ``momentum``, ``l2``,
     ``weight_decay``, ``schedule``, ``batch_size``, ``alpha_groups``, ``alphas``, ``n_seeds``,
     ``inv_init_sq_per_coord`` and every unit of :data:`initmem.theory.units.UNITS` (totals).
     """
     from initmem.empirical.memory import pipeline_id
 
-    variants = list(variants) if variants is not None else [""] * len(configs)
+    pairs = (
+        zip(configs, variants, strict=True) if variants is not None else ((c, "") for c in configs)
+    )
     groups: dict[str, dict] = {}
-    for config, variant in zip(configs, variants, strict=True):
+    for config, variant in pairs:
         key = pipeline_id(config.to_dict())
         entry = groups.setdefault(key, {"config": config, "variant": variant, "alphas": set()})
         entry["alphas"].add(config.alpha)
