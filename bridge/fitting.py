@@ -12,7 +12,11 @@
 3. **Units of forgetting** (:func:`unit_comparison`): the memory at every evaluation of every pipeline,
    fitted as one monotone function ``A exp(-(u / u0)^k)`` of each candidate unit ``u`` (the same three
    parameters for every unit, so the R^2 values compare fairly), plus an isotonic (decreasing) fit and
-   its leave-one-pipeline-out R^2. The unit with the highest R^2 is the one that collapses the pipelines.
+   its leave-one-pipeline-out R^2 (``r2_cv``), each with a bootstrap interval over pipelines and seeds
+   (:func:`initmem.bridge.stats.unit_bootstrap`). The spread enters from the seeds whose runs
+   interpolate at every alpha (:func:`initmem.bridge.stats.memory_cubes`). The decision is fixed in
+   advance: ``r2_cv(accumulated) - r2_cv(epochs)`` with its interval; a winner only when the interval
+   excludes 0 (``decision``; :attr:`BridgeReport.verdict`).
 4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size); the
    boundary where accumulated regularization reaches 1 is
    :func:`initmem.bridge.predict.phase_boundary`.
@@ -26,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import measure, predict
+from initmem.bridge import measure, predict, stats
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN, BridgeDataError
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
@@ -71,15 +75,16 @@ def loglog_fit(measured, predicted, *, level: float = 0.95) -> dict:
 
 
 # ----------------------------------------------------------------------------------- monotone fits
-def stretched_exponential_fit(u, y) -> dict:
+def stretched_exponential_fit(u, y, start=None) -> dict:
     """Least squares ``y = A exp(-(u / u0)^k)`` (A, u0 > 0; 0.1 <= k <= 10); R^2 over all points.
 
     ``u0`` is kept within a factor 1000 of the positive ``u`` and ``A`` below 1000 times max ``|y|``.
 
     A grid over (u0, k) (u0 log-spaced from a tenth of the smallest positive ``u`` to ten times the
     largest, k from 0.1 to 10, A solved in closed form at each node) picks the start of a bounded
-    least-squares refinement of all three. Returns ``amplitude``, ``scale`` (u0, in the unit of u),
-    ``shape`` (k), ``r2`` and ``prediction``.
+    least-squares refinement of all three (``start``: ``(amplitude, scale, shape)`` to refine from
+    instead, e.g. the full-data fit inside a bootstrap). Returns ``amplitude``, ``scale`` (u0, in the
+    unit of u), ``shape`` (k), ``r2`` and ``prediction``.
     """
     from scipy.optimize import least_squares
 
@@ -97,13 +102,6 @@ def stretched_exponential_fit(u, y) -> dict:
             "prediction": pred,
         }
 
-    scales = np.geomspace(positive.min() / 10, positive.max() * 10, 60)
-    shapes = np.geomspace(0.1, 10.0, 30)
-    basis = np.exp(-((u[None, None, :] / scales[:, None, None]) ** shapes[None, :, None]))
-    amplitude = np.maximum((basis @ y) / np.maximum(np.sum(basis**2, axis=-1), 1e-300), 1e-12)
-    sse = np.sum((amplitude[..., None] * basis - y) ** 2, axis=-1)
-    i, j = np.unravel_index(np.argmin(sse), sse.shape)
-
     def model(theta):
         a, scale, shape = np.exp(theta)
         return a * np.exp(-((u / scale) ** shape))
@@ -111,7 +109,15 @@ def stretched_exponential_fit(u, y) -> dict:
     top = max(float(np.max(np.abs(y))), 1e-12)
     lower = np.log([1e-12, positive.min() / 1e3, 0.1])
     upper = np.log([1e3 * top, positive.max() * 1e3, 10.0])
-    start = np.clip(np.log([amplitude[i, j], scales[i], shapes[j]]), lower, upper)
+    if start is None:
+        scales = np.geomspace(positive.min() / 10, positive.max() * 10, 60)
+        shapes = np.geomspace(0.1, 10.0, 30)
+        basis = np.exp(-((u[None, None, :] / scales[:, None, None]) ** shapes[None, :, None]))
+        amplitude = np.maximum((basis @ y) / np.maximum(np.sum(basis**2, axis=-1), 1e-300), 1e-12)
+        sse = np.sum((amplitude[..., None] * basis - y) ** 2, axis=-1)
+        i, j = np.unravel_index(np.argmin(sse), sse.shape)
+        start = (amplitude[i, j], scales[i], shapes[j])
+    start = np.clip(np.log(np.maximum(np.asarray(start, dtype=np.float64), 1e-300)), lower, upper)
     res = least_squares(lambda theta: model(theta) - y, start, bounds=(lower, upper))
     pred = model(res.x)
     a, scale, shape = np.exp(res.x)
@@ -163,22 +169,14 @@ def unit_comparison(points: pd.DataFrame, units=None) -> pd.DataFrame:
             total = float(np.sum((y - y.mean()) ** 2))
             parametric = stretched_exponential_fit(u, y)
             iso = isotonic_fit(u, y)
-            cv = np.full_like(y, np.nan)
             pipelines = data["pipeline"].to_numpy()
-            for pipeline in np.unique(pipelines):
-                held = pipelines == pipeline
-                if held.all():
-                    continue
-                cv[held] = isotonic_fit(u[~held], y[~held], u[held])
             rows.append(
                 {
                     "memory": memory,
                     "unit": unit,
                     "r2": parametric["r2"],
                     "r2_isotonic": 1.0 - float(np.sum((y - iso) ** 2)) / total if total else np.nan,
-                    "r2_cv": 1.0 - float(np.nansum((y - cv) ** 2)) / total
-                    if total and np.isfinite(cv).all()
-                    else np.nan,
+                    "r2_cv": stats.lopo_r2(u, y, pipelines),
                     "scale": parametric["scale"],
                     "shape": parametric["shape"],
                     "n_points": len(data),
@@ -273,10 +271,16 @@ class BridgeReport:
     accumulated: pd.DataFrame
     unit_points: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    decision: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def verdict(self) -> list[str]:
-        """Which unit collapses the pipelines, per memory (empty without a unit comparison)."""
+        """The pre-registered unit decision per memory (:func:`~initmem.bridge.stats.unit_bootstrap`:
+        accumulated regularization against epochs on the leave-one-pipeline-out R^2, a winner only
+        when its bootstrap interval excludes 0); without it (``n_boot = 0``) the in-sample
+        comparison of :func:`unit_verdict`. Empty without a unit comparison."""
+        if not self.decision.empty:
+            return list(self.decision["text"])
         return unit_verdict(self.units) if not self.units.empty else []
 
     def identity_max_error(self) -> float:
@@ -293,6 +297,7 @@ class BridgeReport:
             "identity": self.identity,
             "fit": self.fit,
             "units": self.units,
+            "decision": self.decision,
         }
         out.update({f"phase_{name}": table for name, table in self.phase.items()})
         return out
@@ -323,8 +328,9 @@ class BridgeReport:
             if row["measured"] in ("norm", "spread") and row["n"] >= 3:
                 lines.append(
                     f"fit ln({row['measured']} time) ~ ln({row['predicted']} time): slope "
-                    f"{row['slope']:.2f}, intercept {row['intercept']:.2f}, R^2 {row['r2']:.2f} "
-                    f"(n = {row['n']})"
+                    f"{row['slope']:.2f} [{row['slope_lo']:.2f}, {row['slope_hi']:.2f}], intercept "
+                    f"{row['intercept']:.2f}, R^2 {row['r2']:.2f} [bootstrap {row['r2_lo']:.2f}, "
+                    f"{row['r2_hi']:.2f}] (n = {row['n']})"
                 )
         lines += self.verdict
         lines += [f"note: {n}" for n in self.notes]
@@ -444,9 +450,17 @@ def fit(
     accumulated = predict.accumulated_units(runs, epochs, layers if not layers.empty else None)
 
     pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers)
-    fits = _fit_table(pipelines, norm_times, predicted, level)
-    points = _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curves)
+    fits = _fit_table(pipelines, norm_times, predicted, level, n_boot=n_boot, seed=seed)
+    cubes = stats.memory_cubes(runs, epochs, norm_curves, accumulated, predicted_curves, notes)
+    points = stats.cube_points(cubes)
     units = unit_comparison(points)
+    decision = pd.DataFrame()
+    if not units.empty and n_boot > 0:
+        intervals, decision = stats.unit_bootstrap(
+            cubes, list(units["unit"].unique()), n_boot=n_boot, level=level, seed=seed
+        )
+        if not intervals.empty:
+            units = units.merge(intervals, on=["memory", "unit"], how="left")
     if runs["pipeline"].nunique() < 2:
         notes.append(
             "one pipeline: the fits across pipelines and the unit comparison need two or more"
@@ -469,6 +483,7 @@ def fit(
         accumulated=accumulated,
         unit_points=points,
         notes=notes,
+        decision=decision,
     )
 
 
@@ -520,7 +535,7 @@ def _pipeline_table(runs, norm_times, predicted, function_times, layers) -> pd.D
     return table.reset_index(drop=True)
 
 
-def _fit_table(pipelines, norm_times, predicted, level) -> pd.DataFrame:
+def _fit_table(pipelines, norm_times, predicted, level, n_boot=200, seed=0) -> pd.DataFrame:
     """One row per (measured memory, predictor, point set): the log-log fit across pipelines."""
     rows = []
     per_layer = pd.DataFrame()
@@ -549,6 +564,11 @@ def _fit_table(pipelines, norm_times, predicted, level) -> pd.DataFrame:
                 )
                 value = columns[0] if points == "forgotten" else columns[1]
                 result = loglog_fit(chosen[value], chosen[column], level=level)
+                result.update(
+                    stats.loglog_r2_interval(
+                        chosen[value], chosen[column], n_boot=n_boot, level=level, seed=seed
+                    )
+                )
                 rows.append(
                     {
                         "relation": f"ln {memory} time ~ ln {predictor} time",
@@ -556,41 +576,13 @@ def _fit_table(pipelines, norm_times, predicted, level) -> pd.DataFrame:
                         "predicted": predictor,
                         "points": points,
                         **result,
-                        "n_not_forgotten": int(
-                            (~table[columns[2]].fillna(False).astype(bool)).sum()
+                        "n_not_forgotten": int(  # measured, and censored by the run's end
+                            (~table[columns[2]].dropna().astype(bool)).sum()
                         ),
                         "level": level,
                     }
                 )
     return pd.DataFrame(rows)
-
-
-def _unit_points(runs, norm_curves, spread, epochs, accumulated, predicted_curves) -> pd.DataFrame:
-    """Memory values at each evaluation of each pipeline, beside every candidate unit."""
-    units = accumulated.groupby(["pipeline", "epoch"])[list(predict.UNITS)].mean().reset_index()
-    frames = []
-    if not norm_curves.empty:
-        norm = norm_curves[norm_curves["layer"] == SCALE_INVARIANT_MEAN]
-        norm = norm.groupby(["pipeline", "epoch", "step"])["memory"].mean().rename("value")
-        frames.append(norm.reset_index().assign(memory="norm"))
-    learned = {}
-    acc = measure.accuracy_curves(runs, epochs, "val_acc" if "val_acc" in epochs else "test_acc")
-    for pipeline, group in acc.groupby("pipeline"):
-        learned[pipeline] = measure.learned_step(group)
-    after = spread[spread["step"] >= spread["pipeline"].map(learned)]
-    frames.append(
-        after[["pipeline", "epoch", "step", "spread_pp"]]
-        .rename(columns={"spread_pp": "value"})
-        .assign(memory="spread")
-    )
-    points = pd.concat(frames, ignore_index=True).merge(units, on=["pipeline", "epoch"])
-    if not predicted_curves.empty:
-        law = predicted_curves[predicted_curves["layer"] == SCALE_INVARIANT_MEAN]
-        law = law.assign(theory=-np.log(np.clip(law["memory"].to_numpy(dtype=float), 1e-12, None)))
-        points = points.merge(
-            law[["pipeline", "step", "theory"]], on=["pipeline", "step"], how="left"
-        )
-    return points
 
 
 def _phase_tables(runs: pd.DataFrame, notes: list[str]) -> dict[str, pd.DataFrame]:

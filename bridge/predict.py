@@ -19,20 +19,11 @@ Three kinds of prediction, all in optimizer steps:
   ``|w_end|^2 = (prod_t c_t^2) |w_start|^2 + d`` with ``d`` the logged ``norm_sq_drift``; the product is
   rebuilt here from the schedule. BatchNorm's eps breaks invariance slightly: 1% is the bar.
 
-The candidate units of forgetting (:data:`UNITS`; per step, summed; each defined the same way for
-every optimizer, ``mu`` the heavy-ball momentum of SGD and RMSprop, 0 for Adam and AdamW)::
-
-    epochs, steps
-    explicit:  lr_t * (l2 / (1 - mu) + weight_decay)    (coupled L2 rides the momentum buffer)
-    sgd_noise: (lr_t / (1 - mu))^2 / b                   (the paper's eta^2 T / b)
-    adam:      (lr_t / (1 - mu))^2 * d / |w_0|^2         (an adaptive step grows |w|^2 by lr^2 per
-                                                          coordinate: the growth relative to the
-                                                          alpha = 1 init norm, d / |w_0|^2 read from
-                                                          the logs, mean over the scaled BN convs)
-    accumulated = explicit + sgd_noise (SGD) or explicit + adam (Adam, AdamW, RMSprop)
-
-``accumulated`` is this module's definition of *accumulated regularization*, the unit the paper
-proposes; the phase diagrams draw its level 1.
+The candidate units of forgetting (:data:`UNITS`: epochs, steps, explicit, sgd_noise, adam and
+``accumulated``, *accumulated regularization*, the unit the paper proposes) have one definition,
+:mod:`initmem.theory.units`, which the sweep's dry run uses too; here it is fed with each run's
+schedule and with ``d / |w_0|^2`` read from the logged init norms (mean over the scale-invariant
+layers and the pipeline's runs). The phase diagrams draw its level 1.
 """
 
 from __future__ import annotations
@@ -46,19 +37,12 @@ import pandas as pd
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN, fit_decay_time
 from initmem.empirical.config import RunConfig
 from initmem.theory import normalized
+from initmem.theory import units as theory_units
 
-#: Candidate units of forgetting, as columns of :func:`accumulated_units`.
-UNITS = ("epochs", "steps", "explicit", "sgd_noise", "adam", "accumulated")
-UNIT_DEFINITIONS = {
-    "epochs": "epochs of training",
-    "steps": "optimizer steps",
-    "explicit": "sum_t lr_t (l2 / (1 - mu) + weight_decay)",
-    "sgd_noise": "sum_t (lr_t / (1 - mu))^2 / batch_size",
-    "adam": "sum_t (lr_t / (1 - mu))^2 d / |w_0|^2 (|w_0| at alpha = 1)",
-    "accumulated": "explicit + sgd_noise (SGD) or explicit + adam (Adam, AdamW, RMSprop)",
-    "theory": "-ln(norm memory predicted by the normalized-weight law)",
-}
-ADAPTIVE = ("adam", "adamw", "rmsprop")
+#: Candidate units of forgetting (the one definition: :mod:`initmem.theory.units`).
+UNITS = theory_units.UNITS
+UNIT_DEFINITIONS = theory_units.UNIT_DEFINITIONS
+ADAPTIVE = theory_units.ADAPTIVE
 #: Largest relative error of the one-step identity that counts as reproduced.
 IDENTITY_TOLERANCE = 0.01
 
@@ -86,34 +70,25 @@ def step_lrs(config: RunConfig) -> np.ndarray:
     return config.lr * config.lr_multipliers()
 
 
-def _momentum(config: RunConfig) -> float:
-    """Heavy-ball momentum that multiplies the long-run step: SGD's and RMSprop's, not Adam's."""
-    return config.momentum if config.optimizer in ("sgd", "rmsprop") else 0.0
-
-
 def unit_increments(config: RunConfig, inv_init_sq_per_coord: float = np.nan) -> pd.DataFrame:
     """Per-step increments of every unit of :data:`UNITS` for one config (one row per step).
 
-    Module docstring for the definitions. With ``eta_t = lr_t / (1 - mu)`` these are the summands of
-    :func:`initmem.theory.schedule.accumulated_regularization` applied to ``eta_t`` with decay
-    ``l2 + (1 - mu) weight_decay`` (``explicit``), its ``sgd_noise``, and its ``adam`` times
-    ``inv_init_sq_per_coord`` (``d / |w_0|^2`` at alpha = 1; NaN leaves ``adam`` undefined).
+    :func:`initmem.theory.units.unit_increments` (the one definition) fed with the run's per-step
+    learning rates (:func:`step_lrs`) and settings, and ``inv_init_sq_per_coord`` (``d / |w_0|^2``
+    at alpha = 1; NaN leaves ``adam`` undefined).
     """
-    lrs = step_lrs(config)
-    mu = _momentum(config)
-    eff_sq = (lrs / (1.0 - mu)) ** 2
-    frame = pd.DataFrame(
-        {
-            "epochs": np.full(len(lrs), 1.0 / config.steps_per_epoch),
-            "steps": np.ones(len(lrs)),
-            "explicit": lrs * (config.l2 / (1.0 - mu) + config.weight_decay),
-            "sgd_noise": eff_sq / config.batch_size,
-            "adam": eff_sq * inv_init_sq_per_coord,
-        }
-    )
-    noise = "adam" if config.optimizer in ADAPTIVE else "sgd_noise"
-    frame["accumulated"] = frame["explicit"] + frame[noise]
-    return frame
+    return pd.DataFrame(
+        theory_units.unit_increments(
+            step_lrs(config),
+            optimizer=config.optimizer,
+            batch_size=config.batch_size,
+            steps_per_epoch=config.steps_per_epoch,
+            momentum=config.momentum,
+            l2=config.l2,
+            weight_decay=config.weight_decay,
+            inv_init_sq_per_coord=inv_init_sq_per_coord,
+        )
+    )[list(UNITS)]
 
 
 def init_scale(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.Series:

@@ -100,8 +100,12 @@ def write_report(
     lines += ["## Effective learning rate of the BN-followed convs", ""]
     lines += [
         "lr / |w|^2 for each conv weight followed by BatchNorm (scale-invariant): the quantity the "
-        "init scale sets (|w| grows with alpha) and that SGD at a low learning rate keeps for the "
-        "whole run, while weight decay and Adam's fixed-size steps pull it to a common value.",
+        "init scale sets (|w| grows with alpha). Per pipeline, from the data: the norm memory at "
+        "the end (log-ratio of these weights' norms between the largest and the smallest alpha over "
+        "its value at init, mean over layers and seeds, 95% t-interval over seeds); the lines "
+        "converged when it is below 1/e.",
+        "",
+        *[f"- {line}" for line in _convergence_lines(finished, layers)],
         "",
     ]
     done = plot_effective_lr(finished, layers, figures / "eff_lr.png")
@@ -118,6 +122,20 @@ def write_report(
     report = out / "report.md"
     report.write_text("\n".join(lines))
     return report
+
+
+def _convergence_lines(runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
+    """Per pipeline: did the alphas' effective learning rates converge (computed, with interval)?"""
+    from initmem.bridge.measure import BridgeDataError, norm_memory_curves
+    from initmem.bridge.study import norm_memory_end, norm_sentences
+
+    if runs.empty or layers.empty or "weight_norm" not in layers:
+        return ["no per-layer logs: cannot tell."]
+    try:
+        curves = norm_memory_curves(runs, layers)
+    except BridgeDataError as err:
+        return [f"cannot tell: {err}."]
+    return norm_sentences(norm_memory_end(curves, runs)) or ["no scaled BN-followed conv."]
 
 
 def _title(sweep_dir: Path) -> tuple[str, str]:

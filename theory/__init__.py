@@ -12,6 +12,7 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
 - :mod:`~initmem.theory.logit_scale`: the head x last-BN-gain pair under cross-entropy.
 - :mod:`~initmem.theory.checks`: the argument checks every theory module shares.
 - :mod:`~initmem.theory.schedule`: accumulated regularization of a schedule.
+- :mod:`~initmem.theory.units`: every unit of forgetting of a pipeline (the one definition).
 - :mod:`~initmem.theory.forgetting`: every mechanism's forgetting time for one pipeline.
 - :mod:`~initmem.theory.simulate`, :mod:`~initmem.theory.normalized_sim`: simulators used by the tests.
 """
@@ -34,6 +35,7 @@ _SUBMODULES = (
     "ntk",
     "schedule",
     "simulate",
+    "units",
 )
 #: Public name -> the submodule that defines it.
 _HOMES = {
@@ -89,4 +91,5 @@ __all__ = [
     "relu_mlp_kernel",
     "schedule",
     "simulate",
+    "units",
 ]

@@ -49,7 +49,9 @@ def accumulated_regularization(lrs, weight_decays, batch_size: int) -> dict[str,
     both, pass ``l2 + weight_decay``: each contracts w by ``lr_t * lambda`` per step);
     ``batch_size`` b. Returns ``{"explicit": sum lr_t lambda_t, "sgd_noise": sum lr_t^2 / b,
     "adam": sum lr_t^2, "steps": T}`` (module docstring). All dimensionless except ``adam``
-    (squared weight units per coordinate) and ``steps``.
+    (squared weight units per coordinate) and ``steps``. This is the special case ``mu = 0``,
+    ``d / |w_0|^2 = 1`` of :func:`initmem.theory.units.unit_increments`, the one definition of every
+    unit of forgetting (momentum and the init norm included), which computes it.
     """
     lrs = _per_step("lrs", lrs)
     if lrs.ndim != 1 or lrs.size == 0:
@@ -57,11 +59,17 @@ def accumulated_regularization(lrs, weight_decays, batch_size: int) -> dict[str,
     decays = _per_step("weight_decays", weight_decays, len(lrs))
     if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer (got {batch_size!r})")
-    lr_sq = float(np.sum(lrs * lrs))
+    from initmem.theory.units import unit_increments
+
+    # the special case mu = 0, d / |w_0|^2 = 1 of the one definition; with a per-step lambda_t the
+    # explicit increment lr_t * lambda_t is the unit's ``explicit`` with l2 = lambda_t at each step
+    units = unit_increments(
+        lrs, optimizer="adam", batch_size=batch_size, steps_per_epoch=1, inv_init_sq_per_coord=1.0
+    )
     return {
         "explicit": float(np.sum(lrs * decays)),
-        "sgd_noise": lr_sq / batch_size,
-        "adam": lr_sq,
+        "sgd_noise": float(np.sum(units["sgd_noise"])),
+        "adam": float(np.sum(units["adam"])),
         "steps": len(lrs),
     }
 

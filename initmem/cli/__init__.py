@@ -37,6 +37,7 @@ SUBCOMMANDS = {
     "sweep": "run a grid of training runs (resumable), show its status, list presets",
     "report": "write DIR/report.md and DIR/figures/*.png for a sweep folder",
     "bridge": "measured vs predicted forgetting of a sweep folder: tables (CSV, Markdown) and figures",
+    "study": "the unit-of-forgetting study of a sweep folder: verdict, tables, a Markdown document",
     "demo": "run the CPU-sized demo sweep and write its report",
 }
 #: Exit status of a bad input (arguments, config, sweep file, damaged or missing file, I/O error).

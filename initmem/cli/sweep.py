@@ -154,13 +154,26 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _print_plan(spec, *, progress: bool) -> None:
-    """Validate every run (streamed: bounded memory on any grid) and count them per variant."""
+    """Validate every run (streamed: bounded memory on any grid), count them per variant and print the
+    design in units of forgetting (one entry per pipeline)."""
+    import itertools
     from collections import Counter
 
-    per_variant = Counter(r.variant for r in spec.iter_runs(progress=None if progress else False))
+    from initmem.bridge.design import design_table, format_design
+
+    per_variant: Counter[str] = Counter()
+
+    def counted():
+        for run in spec.iter_runs(progress=None if progress else False):
+            per_variant[run.variant] += 1
+            yield run
+
+    runs, names = itertools.tee(counted())  # zip reads them in step: one run buffered
+    design = design_table((r.config for r in runs), (r.variant for r in names))
     print(f"sweep {spec.name}: {per_variant.total()} runs (valid)")
     for variant, count in per_variant.items():
         print(f"  {variant}: {count} runs")
+    print(format_design(design))
 
 
 def status_command(args: argparse.Namespace) -> int:

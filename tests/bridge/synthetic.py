@@ -157,7 +157,7 @@ def write_synthetic_sweep(
                     "best_val_acc": 0.85,
                     "test_acc": float(test_acc[-1]),
                     "best_epoch": EPOCHS,
-                    "final_train_acc": 0.97,
+                    "final_train_acc": 1.0,
                     "final_test_acc": float(test_acc[-1]),
                     "epochs_run": EPOCHS,
                     "steps_run": int(steps[-1]),

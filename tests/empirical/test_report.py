@@ -125,3 +125,25 @@ def test_report_figures_leave_pyplot_alone(tmp_path, pyplot_forbidden):
     assert len(pngs) >= 5 and all(png_size(p)[0] >= 400 for p in pngs)
     assert matplotlib.get_backend() == "svg"
     assert pyplot_forbidden.get_fignums() == []
+
+
+def test_effective_lr_section_states_convergence_from_the_data(report):
+    """One computed sentence per pipeline: the norm memory at the end with its interval, and a
+    state that follows from it (converged below 1/e, apart above, else cannot tell)."""
+    from initmem.bridge.measure import norm_memory_curves
+    from initmem.bridge.study import norm_memory_end
+    from initmem.empirical.memory import load_layers
+
+    text = report.read_text()
+    runs = load_sweep(report.parent)
+    table = norm_memory_end(norm_memory_curves(runs, load_layers(runs)), runs)
+    assert not table.empty
+    for _, row in table.iterrows():
+        line = next(line for line in text.splitlines() if line.startswith(f"- {row['label']}:"))
+        assert f"norm memory at the end {row['memory_end']:.2f}" in line
+        if row["hi"] < np.exp(-1):
+            assert "converged" in line and "cannot tell" not in line
+        elif row["lo"] > np.exp(-1):
+            assert "stayed apart" in line
+        else:
+            assert "cannot tell" in line

@@ -1,0 +1,120 @@
+"""The study's statistics on synthetic data with planted answers."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from initmem.bridge import stats
+
+
+def test_spread_null_matches_brute_force_enumeration():
+    acc = np.array([[80.0, 74.0], [79.0, 75.0], [83.0, 76.0]])
+    result = stats.spread_null(acc)
+    null = []
+    for flips in itertools.product([False, True], repeat=3):
+        shuffled = np.array([row[::-1] if f else row for row, f in zip(acc, flips, strict=True)])
+        null.append(np.ptp(shuffled.mean(axis=0)))
+    observed = np.ptp(acc.mean(axis=0))
+    assert result["spread"] == pytest.approx(observed)
+    assert result["p_value"] == pytest.approx(np.mean(np.array(null) >= observed - 1e-12))
+    assert result["null_mean"] == pytest.approx(np.mean(null))
+    assert result["exact"] and result["n_permutations"] == 8
+
+
+def test_spread_null_planted_effect_and_planted_null():
+    rng = np.random.default_rng(0)
+    effect = np.column_stack([80 + rng.normal(0, 0.5, 6), 70 + rng.normal(0, 0.5, 6)])
+    result = stats.spread_null(effect)
+    assert result["p_value"] == pytest.approx(2 / 64) == result["p_min"]  # the smallest possible
+    same = np.column_stack([np.full(5, 80.0), np.full(5, 80.0)])
+    assert stats.spread_null(same)["p_value"] == 1.0
+    assert np.isnan(stats.spread_null(effect[:1])["p_value"])  # one seed: no null
+
+
+def _predictions(alpha_flip: float, n_seeds: int = 6, n: int = 4000, seed: int = 0):
+    """Seeds differ from a shared truth on 10% of points; alpha 4 changes the prediction on a fixed
+    fraction alpha_flip of the points (the same points for every seed: a systematic effect)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 10, n)
+    changed = rng.random(n) < alpha_flip
+    out = {1.0: {}, 4.0: {}}
+    for s in range(n_seeds):
+        base = np.where(rng.random(n) < 0.1, rng.integers(0, 10, n), truth)
+        out[1.0][s] = base
+        out[4.0][s] = np.where(changed, (base + 1) % 10, base)
+    return out
+
+
+def test_disagreement_excess_planted_effect_and_null():
+    effect = stats.disagreement_excess(_predictions(0.3), n_boot=300)
+    # alpha pairs: the 30% changed; seed pairs: about 2 * 0.1 * 0.9 = 0.18 at either alpha
+    assert effect["alpha_dis"] == pytest.approx(0.3, abs=0.02)
+    assert effect["seed_dis"] == pytest.approx(0.17, abs=0.02)
+    assert effect["excess"] == pytest.approx(effect["alpha_dis"] - effect["seed_dis"])
+    assert effect["excess_lo"] > 0
+    null = stats.disagreement_excess(_predictions(0.0), n_boot=300)
+    assert null["alpha_dis"] == 0.0
+    assert null["excess_hi"] < 0  # identical alphas disagree less than seeds do
+    # alphas as different as two seeds: the interval covers 0
+    rng = np.random.default_rng(1)
+    truth = rng.integers(0, 10, 4000)
+    noisy = {
+        a: {s: np.where(rng.random(4000) < 0.1, rng.integers(0, 10, 4000), truth) for s in range(6)}
+        for a in (1.0, 4.0)
+    }
+    result = stats.disagreement_excess(noisy, n_boot=300)
+    assert result["excess_lo"] < 0 < result["excess_hi"]
+
+
+def _cubes(planted: bool, seed: int = 0):
+    """12 pipelines: memory exp(-accumulated) (planted) or flat noise (null); epochs and the
+    accumulated rate vary independently, 5 seeds each."""
+    rng = np.random.default_rng(seed)
+    cubes = []
+    for p in range(12):
+        epochs = np.linspace(0, 12 if p % 2 else 48, 9)
+        accumulated = 10 ** rng.uniform(-2, 0.5) * epochs
+        memory = np.exp(-accumulated) if planted else np.full(epochs.size, 0.5)
+        values = memory[None, :] + 0.05 * rng.normal(size=(5, epochs.size))
+        units = {"epochs": epochs, "accumulated": accumulated}
+        cubes.append(stats.PipelineCube(str(p), values, units))
+    return {"norm": cubes}
+
+
+def test_unit_bootstrap_planted_unit_wins():
+    intervals, decision = stats.unit_bootstrap(_cubes(True), n_boot=60, with_parametric=False)
+    row = decision.iloc[0]
+    assert row["winner"] == "accumulated"
+    assert row["diff_lo"] > 0
+    assert "accumulated regularization is a better unit" in row["text"]
+    table = intervals.set_index("unit")
+    assert table.loc["accumulated", "r2_cv_lo"] > 0.9
+
+
+def test_unit_bootstrap_planted_null_cannot_tell():
+    _, decision = stats.unit_bootstrap(_cubes(False), n_boot=60, with_parametric=False)
+    row = decision.iloc[0]
+    assert row["diff_lo"] < 0 < row["diff_hi"]
+    assert row["winner"] == "cannot tell"
+    assert "cannot tell at this size" in row["text"]
+
+
+def test_spread_cube_and_lopo_r2():
+    values = np.array([[[0.8, 0.8], [0.7, 0.75]], [[0.82, 0.8], [0.72, 0.8]]])  # seed, alpha, eval
+    cube = stats.PipelineCube("p", values, {"epochs": np.array([1.0, 2.0])}, scale=100.0)
+    assert cube.memory() == pytest.approx([10.0, 2.5])
+    # two groups on one decreasing curve: each is predicted by the other's fit
+    u = np.array([1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
+    y = np.array([3.0, 2.0, 1.0, 3.0, 2.0, 1.0])
+    assert stats.lopo_r2(u, y, [0, 0, 0, 1, 1, 1]) == pytest.approx(1.0)
+
+
+def test_loglog_r2_interval_on_an_exact_power_law():
+    predicted = np.geomspace(10, 1e4, 8)
+    result = stats.loglog_r2_interval(3 * predicted**0.8, predicted, n_boot=200)
+    assert result["r2_lo"] == pytest.approx(1.0)
+    assert result["slope_boot_lo"] == pytest.approx(0.8)
+    assert result["slope_boot_hi"] == pytest.approx(0.8)

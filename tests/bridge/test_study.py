@@ -1,0 +1,140 @@
+"""The unit-of-forgetting study and its document on a tiny real sweep (two alphas, two seeds, and
+pipelines that differ only in alpha_groups)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from initmem.cli import main
+from initmem.empirical.memory import INTERPOLATION_THRESHOLD, load_sweep
+
+TINY_STUDY = """
+name = "study-test"
+[base]
+dataset = "cifar10-fixture"
+train_size = 16
+val_size = 4
+test_size = 20
+width = 0.125
+batch_size = 4
+epochs = 6
+eval_every = 2
+eval_batch_size = 20
+augment = false
+device = "cpu"
+precision = "fp32"
+quiet = true
+[grid]
+alpha = [1.0, 2.0]
+seed = [0, 1]
+[[variants]]
+name = "adam"
+optimizer = "adam"
+lr = 0.01
+[[variants]]
+name = "sgd"
+optimizer = "sgd"
+lr = 0.1
+l2 = 0.01
+[[variants]]
+name = "adam-conv"
+optimizer = "adam"
+lr = 0.01
+alpha_groups = ["conv"]
+grid = { alpha = [2.0] }
+[[variants]]
+name = "adam-head"
+optimizer = "adam"
+lr = 0.01
+alpha_groups = ["head"]
+grid = { alpha = [2.0] }
+"""
+
+
+@pytest.fixture(scope="module")
+def study_sweep(tmp_path_factory):
+    from initmem.empirical.sweep import SweepSpec, run_sweep
+
+    root = tmp_path_factory.mktemp("study_sweep")
+    status = run_sweep(SweepSpec.from_toml(TINY_STUDY), root, workers=2, progress=False)
+    assert status.done == 12, status.summary()
+    return root
+
+
+def test_study_document_numbers_are_the_data(study_sweep, tmp_path, capsys):
+    doc = tmp_path / "docs" / "units.md"
+    assert main(["study", str(study_sweep), "--doc", str(doc), "--n-boot", "20"]) == 0
+    text = doc.read_text()
+    for section in ("## Verdict", "## Design", "## Where the memory lives", "## Reproduce"):
+        assert section in text
+    assert (tmp_path / "docs" / "units" / "groups.png").is_file()
+    assert "](units/groups.png)" in text
+
+    runs = load_sweep(study_sweep)
+    function = pd.read_csv(study_sweep / "study" / "function.csv")
+    assert set(function["label"]) == {"adam", "sgd"}  # the group pipelines have one alpha
+    for _, row in function.iterrows():
+        mine = runs[runs["label"] == row["label"]]
+        fits = mine.groupby("seed")["final_train_acc"].min() >= INTERPOLATION_THRESHOLD
+        seeds = fits.index[fits]
+        if len(seeds) < 2:  # the rule: fewer than 2 interpolating seeds, no function statistics
+            assert np.isnan(row["spread_pp"])
+            continue
+        means = mine[mine["seed"].isin(seeds)].groupby("alpha")["test_acc"].mean() * 100
+        assert row["spread_pp"] == pytest.approx(means.max() - means.min())
+        assert f"{row['spread_pp']:.1f}" in text
+
+    groups = pd.read_csv(study_sweep / "study" / "groups.csv")
+    assert set(groups["group"]) == {"all", "conv", "head"}
+    assert (groups["alphas"] == "1,2").all()  # alpha = 1 taken from the family's runs
+    # the conv group's norm memory: its BN-followed convs, 2x at init, against alpha = 1
+    conv = groups.set_index("group").loc["conv"]
+    assert conv["n_layers"] > 0 and np.isfinite(conv["norm_memory_end"])
+    head = groups.set_index("group").loc["head"]
+    assert head["n_layers"] == 1  # the head: one logged layer
+
+
+def test_design_table_of_a_folder_flags_interpolation(study_sweep):
+    from initmem.bridge.study import unit_study
+
+    study = unit_study(study_sweep, n_boot=10)
+    design = study.design.set_index("variant")
+    runs = load_sweep(study_sweep)
+    for variant, row in design.iterrows():
+        mine = runs[runs["variant"] == variant]
+        assert row["runs_done"] == len(mine)
+        assert row["runs_interpolating"] == int((mine["final_train_acc"] >= 0.995).sum())
+    assert study.correlation["n_all"] == 2  # two pipelines with two alphas
+    assert len(study.norm_sentences()) == 2
+
+
+def test_collapse_and_group_sentences_follow_the_numbers():
+    from initmem.bridge.study import collapse_sentences, group_sentences
+
+    units = pd.DataFrame(
+        {
+            "memory": ["norm", "spread", "norm"],
+            "unit": ["accumulated", "accumulated", "epochs"],
+            "r2_cv": [0.9, 0.1, 0.2],
+            "r2_cv_lo": [0.7, -0.5, 0.0],
+            "r2_cv_hi": [0.95, 0.6, 0.3],
+        }
+    )
+    norm, spread = collapse_sentences(units)
+    assert "norm: the pipelines collapse" in norm and "0.90 [95% 0.70, 0.95]" in norm
+    assert spread.startswith("spread: cannot tell")
+    groups = pd.DataFrame(
+        {
+            "family": ["sgd"] * 3 + ["adam"] * 2,
+            "group": ["all", "conv", "head", "all", "conv"],
+            "spread_pp": [8.0, 6.0, 0.5, 3.0, 1.0],
+            "p_value": [1 / 32, 1 / 32, 0.5, 1 / 32, 0.4],
+            "p_min": [1 / 32] * 5,
+        }
+    )
+    sgd, adam = group_sentences(groups)
+    assert "carried by conv (6.0 pp, p = 0.031) (and by all parameters together" in sgd
+    assert "not by head (0.5 pp, p = 0.500)" in sgd
+    assert "only the combination" in adam

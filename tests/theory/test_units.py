@@ -1,0 +1,81 @@
+"""The one definition of the units of forgetting against closed forms and a direct simulation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from initmem.theory import schedule, units
+
+
+def test_constant_schedule_closed_forms():
+    lr, mu, l2, wd, b, T, spe, inv = 0.02, 0.9, 5e-3, 1e-3, 16, 400, 25, 700.0
+    totals = units.accumulated_units(
+        np.full(T, lr),
+        optimizer="sgd",
+        batch_size=b,
+        steps_per_epoch=spe,
+        momentum=mu,
+        l2=l2,
+        weight_decay=wd,
+        inv_init_sq_per_coord=inv,
+    )
+    assert totals["epochs"] == pytest.approx(T / spe)
+    assert totals["steps"] == pytest.approx(T)
+    assert totals["explicit"] == pytest.approx(T * lr * (l2 / (1 - mu) + wd))
+    assert totals["sgd_noise"] == pytest.approx(T * (lr / (1 - mu)) ** 2 / b)
+    assert totals["adam"] == pytest.approx(T * (lr / (1 - mu)) ** 2 * inv)
+    assert totals["accumulated"] == pytest.approx(totals["explicit"] + totals["sgd_noise"])
+    # Adam ignores momentum (mu = 0) and counts its noise in the adam unit
+    adam = units.accumulated_units(
+        np.full(T, lr),
+        optimizer="adamw",
+        batch_size=b,
+        steps_per_epoch=spe,
+        momentum=mu,
+        weight_decay=wd,
+        inv_init_sq_per_coord=inv,
+    )
+    assert adam["accumulated"] == pytest.approx(T * lr * wd + T * lr**2 * inv)
+
+
+def test_schedule_accumulated_regularization_is_the_special_case():
+    rng = np.random.default_rng(0)
+    lrs = rng.uniform(0, 0.1, 300)
+    old = schedule.accumulated_regularization(lrs, 0.01, 32)
+    new = units.accumulated_units(
+        lrs, optimizer="sgd", batch_size=32, steps_per_epoch=1, l2=0.01, inv_init_sq_per_coord=1.0
+    )
+    assert old["explicit"] == pytest.approx(float(np.sum(lrs * 0.01)), rel=1e-12)
+    assert old["sgd_noise"] == pytest.approx(new["sgd_noise"], rel=1e-12)
+    assert old["adam"] == pytest.approx(float(np.sum(lrs**2)), rel=1e-12)
+    assert old["explicit"] == pytest.approx(new["explicit"], rel=1e-12)
+
+
+def test_explicit_unit_is_the_contraction_of_heavy_ball_with_l2_and_decoupled_decay():
+    """Simulate torch's SGD (coupled L2 in the momentum buffer, decoupled decay outside it) on a
+    weight with no loss gradient: -ln(w_T / w_0) is the explicit unit (small steps)."""
+    lr, mu, l2, wd, T = 1e-4, 0.9, 0.5, 0.2, 100000  # discretization error ~ lr l2 mu / (1 - mu)^2
+    w, buf = 1.0, 0.0
+    for _ in range(T):
+        buf = mu * buf + l2 * w
+        w = w - lr * buf - lr * wd * w
+    explicit = units.accumulated_units(
+        np.full(T, lr),
+        optimizer="sgd",
+        batch_size=1,
+        steps_per_epoch=1,
+        momentum=mu,
+        l2=l2,
+        weight_decay=wd,
+    )["explicit"]
+    assert -np.log(w) == pytest.approx(explicit, rel=0.02)
+
+
+def test_inv_init_sq_and_errors():
+    assert units.inv_init_sq_per_coord([4, 9], [2.0, 3.0]) == pytest.approx(2.5)
+    assert np.isnan(units.inv_init_sq_per_coord([], []))
+    with pytest.raises(ValueError, match="momentum"):
+        units.unit_increments([0.1], optimizer="sgd", batch_size=1, steps_per_epoch=1, momentum=1.0)
+    with pytest.raises(ValueError, match="batch_size"):
+        units.unit_increments([0.1], optimizer="sgd", batch_size=0, steps_per_epoch=1)

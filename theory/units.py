@@ -1,0 +1,140 @@
+"""Units of forgetting: every candidate clock of a training pipeline, from its schedule and its init.
+
+Setting. A pipeline trains for T optimizer steps with per-step learning rate ``lr_t`` (the base rate
+times the schedule's factor), heavy-ball momentum ``mu`` (SGD and RMSprop; Adam-family optimizers
+count ``mu = 0``: their first moment averages gradients but does not lengthen the long-run step),
+coupled L2 ``l2`` (added to the gradient, so it rides the momentum buffer), decoupled decay
+``weight_decay`` (``w <- w - lr_t weight_decay w`` outside the optimizer's statistics), batch size
+``b``, ``steps_per_epoch`` steps per epoch, and BatchNorm-followed (scale-invariant) conv weights
+whose alpha = 1 init has ``d`` coordinates and squared norm ``|w_0|^2``. Only numbers enter: the
+model at init is summarized by ``inv_init_sq_per_coord = mean over those layers of d / |w_0|^2``.
+
+Conventions. ``eta_t = lr_t / (1 - mu)`` is the long-run step of heavy ball. Every unit is a sum over
+steps of a per-step increment (:func:`unit_increments`), dimensionless except ``epochs`` and
+``steps``:
+
+* ``epochs`` ``1 / steps_per_epoch`` and ``steps`` 1 per step: the clocks the paper argues against;
+* ``explicit`` ``lr_t (l2 / (1 - mu) + weight_decay)``: explicit decay contracts a weight by
+  ``exp(-explicit)`` (:func:`initmem.theory.normalized.sgd_norm_law`: coupled L2 acts through the
+  momentum buffer, decoupled decay does not);
+* ``sgd_noise`` ``eta_t^2 / b``: a scale-invariant weight's ``|w|^4`` grows by ``2 eta_t^2 |g_t|^2``
+  per SGD step, and the minibatch part of ``|g_t|^2`` scales as ``1 / b`` (the paper's
+  ``eta^2 T / b``);
+* ``adam`` ``eta_t^2 d / |w_0|^2``: an adaptive step has size ~``lr`` per coordinate, so ``|w|^2``
+  grows by ~``lr^2 d`` per step; divided by the alpha = 1 init norm this is the relative growth
+  (:class:`initmem.theory.normalized.AdaptiveMeanField`);
+* ``accumulated`` = ``explicit + sgd_noise`` (SGD) or ``explicit + adam`` (Adam, AdamW, RMSprop):
+  *accumulated regularization*, the unit the paper proposes. Level 1 is where the regularization has
+  had an effect of order the init (``e``-fold contraction, or growth equal to the alpha = 1 norm).
+
+Derivation. Derived here from the one-step identities of :mod:`initmem.theory.normalized` (cited
+there). With ``mu = 0`` and ``inv_init_sq_per_coord = 1`` the sums are exactly those of
+:func:`initmem.theory.schedule.accumulated_regularization` (``explicit``, ``sgd_noise``, ``adam``),
+which is this function's special case and is computed by it.
+
+The same function serves the dry run of a sweep (``initmem sweep run FILE --dry-run``: the schedule
+from the config, ``d / |w_0|^2`` from the model built at init, nothing trained) and the bridge
+(:func:`initmem.bridge.predict.unit_increments`: ``d / |w_0|^2`` read from the logged init norms).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: Candidate units of forgetting, in the order the tables list them.
+UNITS = ("epochs", "steps", "explicit", "sgd_noise", "adam", "accumulated")
+#: One line per unit: its per-step increment.
+UNIT_DEFINITIONS = {
+    "epochs": "epochs of training",
+    "steps": "optimizer steps",
+    "explicit": "sum_t lr_t (l2 / (1 - mu) + weight_decay)",
+    "sgd_noise": "sum_t (lr_t / (1 - mu))^2 / batch_size",
+    "adam": "sum_t (lr_t / (1 - mu))^2 d / |w_0|^2 (|w_0| at alpha = 1)",
+    "accumulated": "explicit + sgd_noise (SGD) or explicit + adam (Adam, AdamW, RMSprop)",
+    "theory": "-ln(norm memory predicted by the normalized-weight law)",
+}
+#: Optimizers whose noise unit is ``adam`` (fixed-size steps); the others use ``sgd_noise``.
+ADAPTIVE = ("adam", "adamw", "rmsprop")
+#: Optimizers whose ``momentum`` multiplies the long-run step (heavy ball).
+HEAVY_BALL = ("sgd", "rmsprop")
+
+
+def unit_increments(
+    lrs,
+    *,
+    optimizer: str,
+    batch_size: int,
+    steps_per_epoch: int,
+    momentum: float = 0.0,
+    l2: float = 0.0,
+    weight_decay: float = 0.0,
+    inv_init_sq_per_coord: float = math.nan,
+) -> dict[str, np.ndarray]:
+    """Per-step increment of every unit of :data:`UNITS` (module docstring), one array per unit.
+
+    ``lrs``: the learning rate of each step (1-d, >= 0, the schedule applied); ``optimizer`` names
+    the optimizer (``momentum`` counts only for :data:`HEAVY_BALL` ones); ``inv_init_sq_per_coord``:
+    mean over the scale-invariant layers of ``d / |w_0|^2`` at alpha = 1 (NaN leaves ``adam``, and
+    ``accumulated`` of an adaptive optimizer, undefined). Derived here (module docstring).
+    """
+    lrs = np.asarray(lrs, dtype=np.float64)
+    if lrs.ndim != 1 or not np.all(np.isfinite(lrs)) or np.any(lrs < 0):
+        raise ValueError("lrs must be a 1-d sequence of finite learning rates >= 0, one per step")
+    for name, value in (("batch_size", batch_size), ("steps_per_epoch", steps_per_epoch)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer (got {value!r})")
+    if not 0.0 <= momentum < 1.0:
+        raise ValueError(f"momentum must satisfy 0 <= momentum < 1 (got {momentum!r})")
+    for name, value in (("l2", l2), ("weight_decay", weight_decay)):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be finite and >= 0 (got {value!r})")
+    mu = momentum if optimizer in HEAVY_BALL else 0.0
+    eff_sq = (lrs / (1.0 - mu)) ** 2
+    out = {
+        "epochs": np.full(len(lrs), 1.0 / steps_per_epoch),
+        "steps": np.ones(len(lrs)),
+        "explicit": lrs * (l2 / (1.0 - mu) + weight_decay),
+        "sgd_noise": eff_sq / batch_size,
+        "adam": eff_sq * float(inv_init_sq_per_coord),
+    }
+    noise = "adam" if optimizer in ADAPTIVE else "sgd_noise"
+    out["accumulated"] = out["explicit"] + out[noise]
+    return out
+
+
+def accumulated_units(lrs, **settings) -> dict[str, float]:
+    """Every unit of :data:`UNITS` summed over the whole run: ``{unit: total}`` (plus ``steps``).
+
+    Same arguments as :func:`unit_increments` (keyword settings after ``lrs``).
+    """
+    return {unit: float(np.sum(inc)) for unit, inc in unit_increments(lrs, **settings).items()}
+
+
+def inv_init_sq_per_coord(numels, init_norm_sq) -> float:
+    """Mean over layers of ``d / |w_0|^2``: the model-at-init number the ``adam`` unit needs.
+
+    ``numels``: coordinates of each scale-invariant layer; ``init_norm_sq``: its squared norm at
+    alpha = 1 (same order). NaN for no layer.
+    """
+    numels = np.asarray(numels, dtype=np.float64)
+    norms = np.asarray(init_norm_sq, dtype=np.float64)
+    if numels.shape != norms.shape:
+        raise ValueError("numels and init_norm_sq must have one entry per layer")
+    if numels.size == 0:
+        return math.nan
+    if np.any(norms <= 0) or np.any(numels <= 0):
+        raise ValueError("numels and init_norm_sq must be positive")
+    return float(np.mean(numels / norms))
+
+
+__all__ = [
+    "ADAPTIVE",
+    "HEAVY_BALL",
+    "UNITS",
+    "UNIT_DEFINITIONS",
+    "accumulated_units",
+    "inv_init_sq_per_coord",
+    "unit_increments",
+]
