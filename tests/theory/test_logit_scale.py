@@ -18,7 +18,8 @@ def features(n=64, p=32, classes=4, seed=0):
     return phi, rng.integers(0, classes, n), classes
 
 
-def test_balance_one_step_identity_in_a_batchnorm_mlp(single_thread):
+def batchnorm_mlp(alpha):
+    """A float64 6-16-BN(8)-3 MLP (torch seed 0), alpha on the head and the BN affine."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     net = torch.nn.Sequential(
@@ -28,10 +29,17 @@ def test_balance_one_step_identity_in_a_batchnorm_mlp(single_thread):
         torch.nn.BatchNorm1d(8),
         torch.nn.Linear(8, 3),
     ).double()
+    with torch.no_grad():
+        for t in (net[3].weight, net[3].bias, net[4].weight):
+            t.mul_(alpha)
+    return net
+
+
+def test_balance_one_step_identity_in_a_batchnorm_mlp(single_thread):
+    torch = pytest.importorskip("torch")
+    net = batchnorm_mlp(3.0)
     bn, head = net[3], net[4]
-    with torch.no_grad():  # alpha = 3 on the head and the BN affine
-        for t in (bn.weight, bn.bias, head.weight):
-            t.mul_(3.0)
+    with torch.no_grad():
         bn.bias.add_(0.1)
     x, labels = torch.randn(32, 6, dtype=torch.float64), torch.randint(0, 3, (32,))
     lr, l2 = 0.05, 0.01
@@ -213,21 +221,11 @@ def test_adamw_logit_scale_memory_outlives_the_decay_time():
 def batchnorm_mlp_scales(alpha, optimizer, lr, steps, l2, momentum=0.0):
     """RMS logit and RMS BN gain per step of a 6-16-BN(8)-3 MLP, alpha on the head and BN affine."""
     torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(
-        torch.nn.Linear(6, 16),
-        torch.nn.ReLU(),
-        torch.nn.Linear(16, 8),
-        torch.nn.BatchNorm1d(8),
-        torch.nn.Linear(8, 3),
-    ).double()
+    net = batchnorm_mlp(alpha)
+    bn = net[3]
     data = torch.Generator().manual_seed(1)
     x = torch.randn(64, 6, generator=data, dtype=torch.float64)
     labels = torch.randint(0, 3, (64,), generator=data)
-    bn, head = net[3], net[4]
-    with torch.no_grad():
-        for t in (bn.weight, bn.bias, head.weight):
-            t.mul_(alpha)
     opt = (
         torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=l2)
         if optimizer == "sgd"
