@@ -20,13 +20,13 @@ W_{:,j} beta_j, so the gradients obey W_{:,j} . dL/dW_{:,j} = gamma_j dL/dgamma_
 (for any loss of the logits, any minibatch; the same identity as W_{l+1}^T G_{l+1} = G_l W_l^T in
 :mod:`initmem.theory.deep_linear`). Hence the *balance*
 
-    b_j = |W_{:,j}|^2 - gamma_j^2 - beta_j^2                                                       (2)
+    b_j = |W_{:,j}|^2 - gamma_j^2 - beta_j^2                                                     (2)
 
 is conserved by gradient flow (the factorization of the logit scale between the BN gain and the
 head, set by alpha, is kept forever), and one SGD step with coupled L2 and decoupled decay,
 theta <- a theta - lr G with a = 1 - lr (l2 + weight_decay), gives exactly
 
-    b_j' = a^2 b_j + lr^2 (|G_{W,j}|^2 - G_{gamma,j}^2 - G_{beta,j}^2)                               (3)
+    b_j' = a^2 b_j + lr^2 (|G_{W,j}|^2 - G_{gamma,j}^2 - G_{beta,j}^2)                           (3)
 
 (:func:`balance_after_step`). The decay part contracts the init's balance like a^{2T}: e-fold time
 -1 / (2 ln(1 - kappa)) steps, kappa = lr (l2 / (1 - mu) + wd) with heavy ball (mean field, as in
@@ -48,7 +48,7 @@ so the logit scale tends to an alpha-independent s*. The init's part of each fac
 (1 - kappa) per step, so its part of the logits (a product) by q = (1 - kappa)^2. Model: the logit
 scale of init scale alpha mixes the init's contracting part and the relaxing data part,
 
-    s_T(alpha) = alpha^k s_0 q^T + s* (1 - q^T),   k = 2 (head and BN affine) or 1 (head only),      (4)
+    s_T(alpha) = alpha^k s_0 q^T + s* (1 - q^T),   k = 2 (head and BN affine) or 1 (head only),  (4)
 
 and the memory m_T = ln(s_T(alpha) / s_T(1)) falls to ``tol`` at q^T = u, u solving the linear
 equation (alpha^k s_0 u + s* (1 - u)) = r (s_0 u + s* (1 - u)), r = exp(+-tol)
@@ -64,44 +64,46 @@ inner layers still moving: the alpha = 4 run ended 2% from the alpha = 1 scale).
 features have settled; not a test (15 s per configuration). In the smaller 6-16-BN(8)-3 MLP
 (64 points, momentum 0.9, lr 0.03, l2 0.05, 1,000 steps, tested) the alpha = 1 scale is still
 rising 5% over the last 500 steps and the measured times, 954 / 898 steps at alpha = 4 / 8, are
-8x / 5x (4)'s 122 / 169: while the features relax, (4) is only a lower bound. Without s* (``equilibrium_scale=None``) the
-decay alone: ln(|alpha^k - 1| / tol) / (-ln q), an upper bound on (4)'s time when s* >= s_0.
+8x / 5x (4)'s 122 / 169: while the features relax, (4) is only a lower bound. Without s*
+(``equilibrium_scale=None``) the decay alone: ln(|alpha^k - 1| / tol) / (-ln q), an upper bound on
+(4)'s time when s* >= s_0.
 
 Adam with coupled L2: the gain's excess follows a curvature-free scalar recursion (derived here)
 ---------------------------------------------------------------------------------------------------
-Adam's update u = m_hat / (sqrt(v_hat) + eps) (Kingma and Ba 2015, "Adam", ICLR; ``torch.optim.Adam``)
-is invariant to the scale of the gradient for eps = 0:
+Adam's update u = m_hat / (sqrt(v_hat) + eps) (Kingma and Ba 2015, "Adam", ICLR;
+``torch.optim.Adam``) is invariant to the scale of the gradient for eps = 0:
 
-    u(c g_1, ..., c g_t) = u(g_1, ..., g_t)   for every c > 0.                                       (5)
+    u(c g_1, ..., c g_t) = u(g_1, ..., g_t)   for every c > 0.                                   (5)
 
 Take a coordinate whose gradient is c d_t, d_t = theta_t - theta* its distance from where it
 settles. Then by (5) d_t follows a recursion free of c (and so of l2 and of the data):
 
     m_t = b1 m_{t-1} + (1 - b1) d_t,  v_t = b2 v_{t-1} + (1 - b2) d_t^2,
-    d_{t+1} = d_t - lr_t (m_t / (1 - b1^t)) / sqrt(v_t / (1 - b2^t)),                               (6)
+    d_{t+1} = d_t - lr_t (m_t / (1 - b1^t)) / sqrt(v_t / (1 - b2^t)),                            (6)
 
-homogeneous of degree one in (d_0, lr): d_t(k d_0, k lr) = k d_t(d_0, lr) (:func:`adam_excess_path`).
-Its first phase moves lr per step (u = 1 while the gradient keeps its sign: the linear transient
-(alpha - 1) |theta_0| / lr of ``forgetting.adaptive``); v's memory of the larger past gradients
-(1 / (1 - b2) steps) then slows it: from d_0 = 7.8, lr = 1e-2 it takes 2,007 steps to reach 0.023,
-not the 777 of the linear phase. With coupled L2 and alpha scaling the head and the BN affine, the
-slowest factor of the logit scale is the BN gain (init alpha per coordinate, the head's alpha
-|W_0| ~ alpha / sqrt(3p)); its gradient is l2 gamma + (loss gradient), about c (gamma - gamma*)
-(far out the L2 term dominates, near gamma* the linearization). The logit scale is proportional to
-the gain, so the memory ln(s(alpha) / s(1)) is about d / gamma*, and the law is
+homogeneous of degree one in (d_0, lr): d_t(k d_0, k lr) = k d_t(d_0, lr)
+(:func:`adam_excess_path`). Its first phase moves lr per step (u = 1 while the gradient keeps its
+sign: the transient alpha |theta_0| / lr, linear in alpha, that Adam's fixed step size suggests);
+v's memory of the larger past gradients (1 / (1 - b2) steps) then slows it: from d_0 = 7.8, lr =
+1e-2 it takes 2,007 steps to reach 0.023, not the 777 of the linear phase. With coupled L2 and alpha
+scaling the head and the BN affine, the slowest factor of the logit scale is the BN gain (init alpha
+per coordinate, the head's alpha |W_0| ~ alpha / sqrt(3p)); its gradient is l2 gamma + (loss
+gradient), about c (gamma - gamma*) (far out the L2 term dominates, near gamma* the linearization).
+The logit scale is proportional to the gain, so the memory ln(s(alpha) / s(1)) is about d / gamma*,
+and the law is
 
-    T = first t with |d_t| <= tol gamma*,  d_0 = alpha gamma_0 - gamma*,  d_t from (6),              (7)
+    T = first t with |d_t| <= tol gamma*,  d_0 = alpha gamma_0 - gamma*,  d_t from (6),          (7)
 
-gamma_0 the gain at alpha = 1 (1 for BatchNorm), gamma* the RMS gain where the alpha = 1 run
-settles (measured) (:func:`adam_logit_scale_forgetting_steps`). T depends on l2 only through
-gamma* (the decay's size sets where the gain settles, not how fast Adam gets there: unlike SGD's
-1 / (lr l2)). Regime, from the tests (fixed random features p = 32, K = 4, n = 64; Adam with coupled
-L2, betas (0.9, 0.999); alpha in {2, 4, 8} scaling head and gain): within 15% for (lr, l2) =
-(1e-2, 0.1) and (1e-2, 0.03) (measured 400 / 940 / 1,980 vs (7)'s 392 / 945 / 2,007 at l2 = 0.1;
-220 / 670 / 1,580 vs 249 / 740 / 1,732 at l2 = 0.03). In a BatchNorm MLP trained jointly (6-16-BN(8)-3,
-64 points, alpha on head and BN affine, lr 2e-2, l2 0.1) the measured times are 0.70-0.72 of (7)
-(252 / 630 vs 349 / 882 at alpha = 4 / 8): (7) is an upper bound there, within 40%; which of the
-scaled BN bias, the head's bias or the moving features shortens it cannot be told at this size.
+gamma_0 the gain at alpha = 1 (1 for BatchNorm), gamma* the RMS gain where the alpha = 1 run settles
+(measured) (:func:`adam_logit_scale_forgetting_steps`). T depends on l2 only through gamma* (the
+decay's size sets where the gain settles, not how fast Adam gets there: unlike SGD's 1 / (lr l2)).
+Regime, from the tests (fixed random features p = 32, K = 4, n = 64; Adam with coupled L2, betas
+(0.9, 0.999); alpha in {2, 4, 8} scaling head and gain): within 15% for (lr, l2) = (1e-2, 0.1) and
+(1e-2, 0.03) (measured 400 / 940 / 1,980 vs (7)'s 392 / 945 / 2,007 at l2 = 0.1; 220 / 670 / 1,580
+vs 249 / 740 / 1,732 at l2 = 0.03). In a BatchNorm MLP trained jointly (6-16-BN(8)-3, 64 points,
+alpha on head and BN affine, lr 2e-2, l2 0.1) the measured times are 0.70-0.72 of (7) (252 / 630 vs
+349 / 882 at alpha = 4 / 8): (7) is an upper bound there, within 40%; which of the scaled BN bias,
+the head's bias or the moving features shortens it cannot be told at this size.
 
 Adam-family without a law (explicit "no prediction" in ``predict_forgetting``):
 - AdamW (decoupled decay). The suggestion "once the adaptive updates no longer depend on alpha, the
