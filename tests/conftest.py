@@ -36,6 +36,17 @@ def pyplot_forbidden(monkeypatch):
         matplotlib.use(before)
 
 
+@pytest.fixture
+def single_thread():
+    """Run torch on one thread: tiny models are faster that way, above all on a loaded machine."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False, help="run slow tests")
 

@@ -30,8 +30,9 @@ time may lie beyond the run (``Pipeline.time_schedule``).
 
 Parameter groups under cross-entropy (``ForgettingReport.groups``, :data:`GROUPS`): the BN-followed
 conv weights (the ``pipeline`` row), the head x last-BN-gain pair whose product is the logit scale
-(:mod:`initmem.theory.logit_scale`: kept without decay, model (4) with SGD + decay, no prediction
-for Adam-family), the other weights' null-space component (``linear_decay``) and the inner BN
+(:mod:`initmem.theory.logit_scale`: kept without decay, model (4) with SGD + decay, law (7) with
+Adam + coupled L2 given the equilibrium gain; no prediction for AdamW's decoupled decay, Adam
+without decay, RMSprop or alpha on the head only), the other weights' null-space component (``linear_decay``) and the inner BN
 affine (an explicit "no prediction" row). The groups with a prediction are ranked by their time;
 ``forgets_last`` names the slowest (ties: the first in :data:`GROUPS` order).
 
@@ -49,7 +50,11 @@ import pandas as pd
 
 from .checks import check_integer, check_number
 from .linear import null_space_forgetting_time
-from .logit_scale import decay_per_step, required_log_contraction
+from .logit_scale import (
+    adam_logit_scale_forgetting_steps,
+    decay_per_step,
+    required_log_contraction,
+)
 from .normalized import (
     DEFAULT_TOL,
     AdaptiveMeanField,
@@ -308,15 +313,10 @@ def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, flo
 def _head_row(pipeline: Pipeline, alpha: float, tol: float, logit_scales, both: bool):
     """The head x last-BN-gain pair (:mod:`initmem.theory.logit_scale`): (prediction, steps, formula)."""
     if pipeline.optimizer != "sgd":
-        return (
-            False,
-            math.nan,
-            "no prediction: Adam-family keeps the logit scale's alpha far longer than its decay "
-            "implies (logit_scale module docstring)",
-        )
+        return _adaptive_head_row(pipeline, alpha, tol, logit_scales[2], both)
     if pipeline.l2 == 0 and pipeline.weight_decay == 0:
         return True, math.inf, "kept: gradient flow conserves the balance |W_j|^2 - gamma_j^2"
-    init_scale, equilibrium = logit_scales
+    init_scale, equilibrium = logit_scales[:2]
     needed = required_log_contraction(
         alpha, init_scale=init_scale, equilibrium_scale=equilibrium, both=both, tol=tol
     )
@@ -333,6 +333,38 @@ def _head_row(pipeline: Pipeline, alpha: float, tol: float, logit_scales, both: 
     kappa = decay_rate(lr * mults, pipeline.l2, pipeline.weight_decay, momentum)
     reached = np.cumsum(-2.0 * np.log1p(-np.atleast_1d(kappa))) >= needed
     return True, float(np.argmax(reached) + 1) if reached.any() else math.inf, formula
+
+
+def _adaptive_head_row(pipeline: Pipeline, alpha: float, tol: float, equilibrium_gain, both):
+    """Adam-family head: law (7) of logit_scale where it applies, else the reason it does not."""
+    reason = None
+    if pipeline.optimizer == "rmsprop":
+        reason = "RMSprop: untested (logit_scale docstring)"
+    elif pipeline.weight_decay > 0:
+        reason = (
+            "AdamW's decoupled decay: the alpha runs do not contract at (1 - lr wd); no law "
+            "(logit_scale docstring)"
+        )
+    elif pipeline.l2 == 0:
+        reason = "Adam without decay: forgotten only algebraically, no closed form"
+    elif not both:
+        reason = "alpha on the head only: law (7) is for alpha on the head and the BN gain"
+    elif equilibrium_gain is None:
+        reason = "law (7) needs equilibrium_gain (RMS BN gain where the alpha = 1 run settles)"
+    if reason is not None:
+        return False, math.nan, "no prediction: " + reason
+    lr, mults = pipeline.time_schedule
+    steps = adam_logit_scale_forgetting_steps(
+        alpha,
+        lr,
+        l2=pipeline.l2,
+        equilibrium_gain=equilibrium_gain,
+        betas=(0.9, pipeline.beta2),
+        tol=tol,
+        lr_multipliers=mults,
+    )
+    formula = "first t with |d_t| <= tol gamma*, d_0 = alpha - gamma*, Adam recursion (6): law (7)"
+    return True, steps, formula + (" (over the schedule)" if mults is not None else "")
 
 
 def _group_table(pipeline, alpha, tol, bn_steps, linear, logit_scales, both):
@@ -382,6 +414,7 @@ def predict_forgetting(
     logit_scale: float | None = None,
     equilibrium_logit_scale: float | None = None,
     head_and_bn_scaled: bool = True,
+    equilibrium_gain: float | None = None,
 ) -> ForgettingReport:
     """Predicted forgetting time of init scale ``alpha`` (vs 1) for every mechanism of ``pipeline``.
 
@@ -397,10 +430,16 @@ def predict_forgetting(
     Cross-entropy groups (``ForgettingReport.groups``): the head x last-BN-gain pair forgets by
     :mod:`~initmem.theory.logit_scale`'s model (4) with ``logit_scale`` (RMS logit at alpha = 1 at
     init) and ``equilibrium_logit_scale`` (where the run settles; without it the decay-only
-    bound); ``head_and_bn_scaled``: alpha scales both (logits ~ alpha^2) or the head only. The
-    inner BN affine has no prediction (an explicit row); the others are ranked.
+    bound); ``head_and_bn_scaled``: alpha scales both (logits ~ alpha^2) or the head only. Adam
+    with coupled L2 (no decoupled decay, alpha on head and gain): law (7) of
+    :mod:`~initmem.theory.logit_scale` with ``equilibrium_gain`` (RMS BN gain where the alpha = 1
+    run settles; beta1 = 0.9 and the pipeline's ``beta2``); other Adam-family pipelines, and Adam
+    without ``equilibrium_gain``, get an explicit "no prediction" row with the reason. The inner
+    BN affine has no prediction (an explicit row); the others are ranked.
     """
     check_number("alpha", alpha, strict=True)
+    if equilibrium_gain is not None:
+        check_number("equilibrium_gain", equilibrium_gain, strict=True)
     fan_ins = [int(check_number("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
     if not fan_ins:
         raise ValueError("fan_ins must name at least one BN-followed conv")
@@ -481,7 +520,7 @@ def predict_forgetting(
         tol,
         overall.steps,
         (linear_acts, linear_steps, linear_formula),
-        (1.0 if logit_scale is None else logit_scale, equilibrium_logit_scale),
+        (1.0 if logit_scale is None else logit_scale, equilibrium_logit_scale, equilibrium_gain),
         head_and_bn_scaled,
     )
     return ForgettingReport(

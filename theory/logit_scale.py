@@ -20,13 +20,13 @@ W_{:,j} beta_j, so the gradients obey W_{:,j} . dL/dW_{:,j} = gamma_j dL/dgamma_
 (for any loss of the logits, any minibatch; the same identity as W_{l+1}^T G_{l+1} = G_l W_l^T in
 :mod:`initmem.theory.deep_linear`). Hence the *balance*
 
-    b_j = |W_{:,j}|^2 - gamma_j^2 - beta_j^2                                                       (2)
+    b_j = |W_{:,j}|^2 - gamma_j^2 - beta_j^2                                                     (2)
 
 is conserved by gradient flow (the factorization of the logit scale between the BN gain and the
 head, set by alpha, is kept forever), and one SGD step with coupled L2 and decoupled decay,
 theta <- a theta - lr G with a = 1 - lr (l2 + weight_decay), gives exactly
 
-    b_j' = a^2 b_j + lr^2 (|G_{W,j}|^2 - G_{gamma,j}^2 - G_{beta,j}^2)                               (3)
+    b_j' = a^2 b_j + lr^2 (|G_{W,j}|^2 - G_{gamma,j}^2 - G_{beta,j}^2)                           (3)
 
 (:func:`balance_after_step`). The decay part contracts the init's balance like a^{2T}: e-fold time
 -1 / (2 ln(1 - kappa)) steps, kappa = lr (l2 / (1 - mu) + wd) with heavy ball (mean field, as in
@@ -48,7 +48,7 @@ so the logit scale tends to an alpha-independent s*. The init's part of each fac
 (1 - kappa) per step, so its part of the logits (a product) by q = (1 - kappa)^2. Model: the logit
 scale of init scale alpha mixes the init's contracting part and the relaxing data part,
 
-    s_T(alpha) = alpha^k s_0 q^T + s* (1 - q^T),   k = 2 (head and BN affine) or 1 (head only),      (4)
+    s_T(alpha) = alpha^k s_0 q^T + s* (1 - q^T),   k = 2 (head and BN affine) or 1 (head only),  (4)
 
 and the memory m_T = ln(s_T(alpha) / s_T(1)) falls to ``tol`` at q^T = u, u solving the linear
 equation (alpha^k s_0 u + s* (1 - u)) = r (s_0 u + s* (1 - u)), r = exp(+-tol)
@@ -61,15 +61,67 @@ points, head and last BN affine scaled by alpha, 1,500 full-batch steps, l2 = 0.
 0.9 and lr 0.03 the measured times were 574 / 905 steps at alpha = 4 / 8 against (4)'s 605 / 842
 (5-7%); with plain SGD at lr 0.3 they were 1,368 / 1,410 against 589 / 825 (1.7-2.3x longer, the
 inner layers still moving: the alpha = 4 run ended 2% from the alpha = 1 scale). (4) holds once the
-features have settled; not a test (15 s per configuration). Without s* (``equilibrium_scale=None``) the
-decay alone: ln(|alpha^k - 1| / tol) / (-ln q), an upper bound on (4)'s time when s* >= s_0.
+features have settled; not a test (15 s per configuration). In the smaller 6-16-BN(8)-3 MLP
+(64 points, momentum 0.9, lr 0.03, l2 0.05, 1,000 steps, tested) the alpha = 1 scale is still
+rising 5% over the last 500 steps and the measured times, 954 / 898 steps at alpha = 4 / 8, are
+8x / 5x (4)'s 122 / 169: while the features relax, (4) is only a lower bound. Without s*
+(``equilibrium_scale=None``) the decay alone: ln(|alpha^k - 1| / tol) / (-ln q), an upper bound on
+(4)'s time when s* >= s_0.
 
-Adam-family: no prediction. Adam's steps have a fixed size, so the head's init is outgrown in
-about alpha |theta_0| / lr steps, but simulation (fixed random features, p = 32, K = 4, lr 1e-2)
-shows the alpha = 4 run settling to a different logit scale than alpha = 1 (30.4 vs 35.3 after
-20,000 AdamW steps with lr wd = 1e-3, where (4) predicts forgetting in about 630 steps): the
-product's nonconvex Adam dynamics keep alpha far longer than the decay alone implies. Rows for
-Adam-family say "no prediction" rather than a number.
+Adam with coupled L2: the gain's excess follows a curvature-free scalar recursion (derived here)
+---------------------------------------------------------------------------------------------------
+Adam's update u = m_hat / (sqrt(v_hat) + eps) (Kingma and Ba 2015, "Adam", ICLR;
+``torch.optim.Adam``) is invariant to the scale of the gradient for eps = 0:
+
+    u(c g_1, ..., c g_t) = u(g_1, ..., g_t)   for every c > 0.                                   (5)
+
+Take a coordinate whose gradient is c d_t, d_t = theta_t - theta* its distance from where it
+settles. Then by (5) d_t follows a recursion free of c (and so of l2 and of the data):
+
+    m_t = b1 m_{t-1} + (1 - b1) d_t,  v_t = b2 v_{t-1} + (1 - b2) d_t^2,
+    d_{t+1} = d_t - lr_t (m_t / (1 - b1^t)) / sqrt(v_t / (1 - b2^t)),                            (6)
+
+homogeneous of degree one in (d_0, lr): d_t(k d_0, k lr) = k d_t(d_0, lr)
+(:func:`adam_excess_path`). Its first phase moves lr per step (u = 1 while the gradient keeps its
+sign: the transient alpha |theta_0| / lr, linear in alpha, that Adam's fixed step size suggests);
+v's memory of the larger past gradients (1 / (1 - b2) steps) then slows it: from d_0 = 7.8, lr =
+1e-2 it takes 2,007 steps to reach 0.023, not the 777 of the linear phase. With coupled L2 and alpha
+scaling the head and the BN affine, the slowest factor of the logit scale is the BN gain (init alpha
+per coordinate, the head's alpha |W_0| ~ alpha / sqrt(3p)); its gradient is l2 gamma + (loss
+gradient), about c (gamma - gamma*) (far out the L2 term dominates, near gamma* the linearization).
+The logit scale is proportional to the gain, so the memory ln(s(alpha) / s(1)) is about d / gamma*,
+and the law is
+
+    T = first t with |d_t| <= tol gamma*,  d_0 = alpha gamma_0 - gamma*,  d_t from (6),          (7)
+
+gamma_0 the gain at alpha = 1 (1 for BatchNorm), gamma* the RMS gain where the alpha = 1 run settles
+(measured) (:func:`adam_logit_scale_forgetting_steps`). T depends on l2 only through gamma* (the
+decay's size sets where the gain settles, not how fast Adam gets there: unlike SGD's 1 / (lr l2)).
+Regime, from the tests (fixed random features p = 32, K = 4, n = 64; Adam with coupled L2, betas
+(0.9, 0.999); alpha in {2, 4, 8} scaling head and gain): within 15% for (lr, l2) = (1e-2, 0.1) and
+(1e-2, 0.03) (measured 400 / 940 / 1,980 vs (7)'s 392 / 945 / 2,007 at l2 = 0.1; 220 / 670 / 1,580
+vs 249 / 740 / 1,732 at l2 = 0.03). In a BatchNorm MLP trained jointly (6-16-BN(8)-3, 64 points,
+alpha on head and BN affine, lr 2e-2, l2 0.1) the measured times are 0.70-0.72 of (7) (252 / 630 vs
+349 / 882 at alpha = 4 / 8): (7) is an upper bound there, within 40%; which of the scaled BN bias,
+the head's bias or the moving features shortens it cannot be told at this size.
+
+Adam-family without a law (explicit "no prediction" in ``predict_forgetting``):
+- AdamW (decoupled decay). The suggestion "once the adaptive updates no longer depend on alpha, the
+  difference of the alpha and alpha = 1 runs contracts by (1 - lr wd) per step" fails: the updates
+  keep depending on where each run is. Fixed random features, lr 1e-2, wd 1 (1 / (lr wd) = 100
+  steps): the memory |ln(s(4) / s(1))| is 0.64 at step 200 and still 0.60 / 0.27 at steps
+  1,000 / 4,000 (|W_4 - W_1| RMS 0.27 -> 0.22 of a 0.67 RMS head); at lr wd = 1e-3, 0.15 after
+  20,000 steps. AdamW behaves like sign descent inside the box |theta|_inf <= 1 / wd (Xie and Li
+  2024, "Implicit bias of AdamW: l_inf norm constrained optimization", ICML), and in the product
+  W gamma that constrained problem is not convex: which point the run reaches depends on alpha.
+  The decay time 1 / (lr wd) (as in Kosson et al. 2024's rotational equilibrium for scale-invariant
+  weights) is not the head's forgetting time; tested as such.
+- Adam without decay. Not kept (Adam is not gradient flow, the balance (2) moves by O(lr) per step)
+  but forgotten only algebraically: both logit scales grow (lr 1e-2: s(1) = 9.9 / 23.2 / 28.7 at
+  steps 300 / 3,000 / 6,000) and the memory at alpha = 8 falls 0.80 / 0.13 / 0.046 with a
+  difference s(8) - s(1) that itself shrinks (12.2 / 3.3 / 1.35): no constant-offset law
+  ln((alpha s_0 + v t) / (s_0 + v t)) fits; no closed form here.
+- Head only (alpha not on the gain) and RMSprop: untested, no prediction.
 """
 
 from __future__ import annotations
@@ -78,9 +130,11 @@ import math
 
 import numpy as np
 
-from .checks import check_momentum, check_number
+from .checks import check_integer, check_momentum, check_number
 
 __all__ = [
+    "adam_excess_path",
+    "adam_logit_scale_forgetting_steps",
     "balance",
     "balance_after_step",
     "balance_forgetting_steps",
@@ -192,3 +246,104 @@ def logit_scale_forgetting_steps(
     if kappa == 0:
         return math.inf
     return needed / (-2.0 * math.log1p(-kappa))
+
+
+# ---------------------------------------------------------------------------------------------
+# Adam with coupled L2: identities (5)-(6) and law (7)
+
+
+def _check_betas(betas) -> tuple[float, float]:
+    beta1, beta2 = betas
+    return check_number("beta1", beta1, high=1.0), check_number("beta2", beta2, high=1.0)
+
+
+def _adam_excess(excess, lrs, betas):
+    """Yield d_1, d_2, ... of recursion (6), one per learning rate in ``lrs`` (an iterable)."""
+    beta1, beta2 = betas
+    d, m, v = float(excess), 0.0, 0.0
+    for t, lr in enumerate(lrs, start=1):
+        m = beta1 * m + (1.0 - beta1) * d
+        v = beta2 * v + (1.0 - beta2) * d * d
+        if v > 0.0:
+            d = d - lr * (m / (1.0 - beta1**t)) / math.sqrt(v / (1.0 - beta2**t))
+        yield d
+
+
+def adam_excess_path(excess, lr, steps, *, betas=(0.9, 0.999), lr_multipliers=None) -> np.ndarray:
+    """d_0, ..., d_T of Adam on a quadratic c d^2 / 2 (any c > 0, eps = 0): recursion (6).
+
+    ``excess`` d_0 (a coordinate's distance from where it settles, any unit), ``lr`` the step,
+    ``steps`` T, ``lr_multipliers`` an optional schedule (T factors). Exact for Adam on a
+    quadratic with eps = 0 (torch's eps = 1e-8 changes nothing while |g| >> eps), by the scale
+    invariance (5); homogeneous: d_t(k d_0, k lr) = k d_t(d_0, lr). Derived here (Kingma and Ba
+    2015's update). Units: steps; d in the units of d_0.
+    """
+    check_number("excess", abs(excess))
+    lr = check_number("lr", lr, strict=True)
+    steps = check_integer("steps", steps, low=0)
+    lrs = _schedule(lr, steps, lr_multipliers)
+    path = [float(excess), *_adam_excess(excess, lrs, _check_betas(betas))]
+    return np.asarray(path, dtype=np.float64)
+
+
+def _schedule(lr, steps, lr_multipliers):
+    if lr_multipliers is None:
+        return np.full(steps, lr)
+    mults = check_number("lr_multipliers", np.atleast_1d(lr_multipliers))
+    if len(mults) != steps:
+        raise ValueError(f"lr_multipliers must have {steps} entries (got {len(mults)})")
+    return lr * mults
+
+
+def adam_logit_scale_forgetting_steps(
+    alpha,
+    lr,
+    *,
+    l2,
+    equilibrium_gain,
+    weight_decay=0.0,
+    init_gain=1.0,
+    betas=(0.9, 0.999),
+    tol=0.1,
+    lr_multipliers=None,
+    max_steps=10**6,
+) -> float:
+    """Steps until |ln(s_T(alpha) / s_T(1))| <= tol under Adam with coupled L2: law (7).
+
+    The BN gain's excess d_0 = alpha ``init_gain`` - gamma* (alpha on the head and the BN affine)
+    follows recursion (6) until |d_T| <= tol gamma*; ``equilibrium_gain`` gamma* is the RMS gain
+    where the alpha = 1 run settles (measured). ``l2`` only selects the regime: T does not depend
+    on it beyond gamma*. With ``lr_multipliers`` (one factor per step of the run) T is the first
+    step within the run, ``inf`` if the run ends first; without, ``inf`` beyond ``max_steps``.
+    Assumptions and regime (module docstring): fixed features 15% for alpha in [2, 8]; jointly
+    trained BN MLP: an upper bound, measured 0.70-0.72 of T. Derived here; its first phase is the
+    linear transient (alpha gamma_0 - gamma*) / lr of the adaptive heuristic, the rest v's lag.
+
+    Raises ``ValueError`` outside the law's regime: ``l2 == 0`` (Adam without decay forgets only
+    algebraically) or ``weight_decay > 0`` (AdamW: no law, module docstring).
+    """
+    alpha = check_number("alpha", alpha, strict=True)
+    lr = check_number("lr", lr, strict=True)
+    tol = check_number("tol", tol, strict=True)
+    gamma0 = check_number("init_gain", init_gain, strict=True)
+    gamma_eq = check_number("equilibrium_gain", equilibrium_gain, strict=True)
+    if check_number("l2", l2) == 0:
+        raise ValueError("l2 must be > 0: Adam without decay has no law (logit_scale docstring)")
+    if check_number("weight_decay", weight_decay) > 0:
+        raise ValueError(
+            "weight_decay must be 0: AdamW's decoupled decay has no law (logit_scale docstring)"
+        )
+    betas = _check_betas(betas)
+    max_steps = check_integer("max_steps", max_steps)
+    excess, target = alpha * gamma0 - gamma_eq, tol * gamma_eq
+    if abs(excess) <= target:
+        return 0.0
+    lrs = (
+        np.full(max_steps, lr)
+        if lr_multipliers is None
+        else _schedule(lr, len(np.atleast_1d(lr_multipliers)), lr_multipliers)
+    )
+    for t, d in enumerate(_adam_excess(excess, lrs, betas), start=1):
+        if abs(d) <= target:
+            return float(t)
+    return math.inf

@@ -378,11 +378,13 @@ def simulate_logistic(
 
 @dataclass(frozen=True)
 class LogitScaleTrajectory:
-    """``scale[k]``: RMS logit after ``steps[k]`` steps; ``balance[k]``: |W_j|^2 - gamma_j^2 (p,)."""
+    """``scale[k]``: RMS logit after ``steps[k]`` steps; ``balance[k]``: |W_j|^2 - gamma_j^2 (p,);
+    ``gain[k]``: RMS of the gain gamma."""
 
     steps: np.ndarray
     scale: np.ndarray
     balance: np.ndarray
+    gain: np.ndarray
 
 
 def simulate_logit_scale(
@@ -406,7 +408,9 @@ def simulate_logit_scale(
 
     Init: W ~ alpha U(-1, 1) / sqrt(p) (torch's default Linear init, times alpha) and gamma = alpha
     (``both``) or 1 (head only). ``optimizer``: "sgd" (heavy ball), "adam" or "adamw" (numpy copies
-    of torch's rules; ``l2`` coupled, ``weight_decay`` decoupled for every optimizer). float64.
+    of torch's rules, eps = 1e-8: ``torch.optim.Adam(weight_decay=l2)`` and
+    ``torch.optim.AdamW(weight_decay=weight_decay)`` to 1e-10 in float64, tested; ``l2`` coupled,
+    ``weight_decay`` decoupled for every optimizer). float64.
     """
     phi = np.asarray(features, dtype=np.float64)
     labels = np.asarray(labels)
@@ -422,7 +426,7 @@ def simulate_logit_scale(
     params, bufs = [W, gamma], [np.zeros_like(W), np.zeros_like(gamma)]
     sqs = [np.zeros_like(W), np.zeros_like(gamma)]
     beta1, beta2 = betas
-    records, scales, balances = [], [], []
+    records, scales, balances, gains = [], [], [], []
     for t in range(steps + 1):
         W, gamma = params
         z = (phi * gamma) @ W.T
@@ -430,6 +434,7 @@ def simulate_logit_scale(
             records.append(t)
             scales.append(math.sqrt(float(np.mean(z * z))))
             balances.append(np.sum(W * W, axis=0) - gamma * gamma)
+            gains.append(math.sqrt(float(np.mean(gamma * gamma))))
         if t == steps:
             break
         prob = np.exp(z - z.max(axis=1, keepdims=True))
@@ -448,5 +453,8 @@ def simulate_logit_scale(
                 update = m_hat / (np.sqrt(sqs[i] / (1 - beta2 ** (t + 1))) + 1e-8)
             params[i] = (1.0 - lr * weight_decay) * params[i] - lr * update
     return LogitScaleTrajectory(
-        steps=np.asarray(records), scale=np.asarray(scales), balance=np.asarray(balances)
+        steps=np.asarray(records),
+        scale=np.asarray(scales),
+        balance=np.asarray(balances),
+        gain=np.asarray(gains),
     )

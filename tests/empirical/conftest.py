@@ -45,14 +45,3 @@ def tiny_config(fixture_data_dir, tmp_path):
         return RunConfig.from_dict(values)
 
     return make
-
-
-@pytest.fixture
-def single_thread():
-    """Run torch on one thread: tiny models are faster that way, above all on a loaded machine."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

@@ -257,9 +257,53 @@ def test_groups_rank_the_predicted_and_mark_the_rest():
         modelled
     )
     assert modelled < head
-    # Adam: the head has no prediction; SGD without decay keeps it (inf).
+    # Adam without decay: the head has no prediction; SGD without decay keeps it (inf).
     adam = predict_forgetting(Pipeline(optimizer="adam", lr=1e-3), 4.0).groups.set_index("group")
     assert not adam.loc["head_logit_scale"].prediction
     plain = predict_forgetting(Pipeline(lr=1e-3), 4.0).groups.set_index("group")
     assert plain.loc["head_logit_scale"].steps == math.inf
     json.dumps(report.to_dict(), allow_nan=False)
+
+
+def test_adam_head_group_uses_law_7_where_it_applies():
+    """Adam + coupled L2 with the equilibrium gain: law (7) (tested against simulation in
+    test_logit_scale); every other Adam-family head gets an explicit row saying why not."""
+    from initmem.theory import logit_scale
+
+    adam_l2 = Pipeline(optimizer="adam", lr=1e-2, l2=0.1, beta2=0.99, steps_per_epoch=50)
+    report = predict_forgetting(adam_l2, 4.0, equilibrium_gain=0.23)
+    head = report.groups.set_index("group").loc["head_logit_scale"]
+    law = logit_scale.adam_logit_scale_forgetting_steps(
+        4.0, 1e-2, l2=0.1, equilibrium_gain=0.23, betas=(0.9, 0.99), tol=0.1
+    )
+    assert head.prediction and head.steps == law and head.epochs == pytest.approx(law / 50)
+    assert head["rank"] >= 1 and "law (7)" in head.formula
+    json.dumps(report.to_dict(), allow_nan=False)
+
+    # Over a schedule: the first step of recursion (6) at lr_t within tol gamma*, inf if none.
+    mults = lr_multipliers(3000, 100, "cosine", warmup_epochs=1)
+    scheduled = Pipeline(optimizer="adam", lr=1e-2, l2=0.1, total_steps=3000, lr_multipliers=mults)
+    path = logit_scale.adam_excess_path(4.0 - 0.23, 1e-2, 3000, lr_multipliers=mults)
+    first = np.flatnonzero(np.abs(path) <= 0.1 * 0.23)[0]
+    got = predict_forgetting(scheduled, 4.0, equilibrium_gain=0.23).groups.set_index("group")
+    assert got.loc["head_logit_scale"].steps == first
+    short = Pipeline(optimizer="adam", lr=1e-2, l2=0.1, total_steps=300, lr_multipliers=mults[:300])
+    got = predict_forgetting(short, 4.0, equilibrium_gain=0.23).groups.set_index("group")
+    assert got.loc["head_logit_scale"].steps == math.inf
+
+    cases = {
+        "equilibrium_gain": (adam_l2, {}),
+        "AdamW": (Pipeline(optimizer="adamw", lr=1e-2, weight_decay=0.1), {}),
+        "algebraically": (Pipeline(optimizer="adam", lr=1e-2), {}),
+        "head only": (adam_l2, {"head_and_bn_scaled": False}),
+        "RMSprop": (Pipeline(optimizer="rmsprop", lr=1e-2, l2=0.1), {}),
+    }
+    for reason, (pipeline, extra) in cases.items():
+        groups = predict_forgetting(
+            pipeline, 4.0, **({"equilibrium_gain": 0.23} if extra else {}), **extra
+        ).groups.set_index("group")
+        row = groups.loc["head_logit_scale"]
+        assert not row.prediction and math.isnan(row.steps) and math.isnan(row["rank"])
+        assert reason in row.formula and row.formula.startswith("no prediction")
+    with pytest.raises(ValueError, match="equilibrium_gain"):
+        predict_forgetting(adam_l2, 4.0, equilibrium_gain=0.0)
