@@ -55,7 +55,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="fan-in of a BN-followed conv (repeatable; default: from the config's model)",
     )
+    head = parser.add_argument_group(
+        "cross-entropy head (the logit-scale group; initmem.theory.logit_scale)"
+    )
+    head.add_argument(
+        "--logit-scale", type=float, help="RMS logit at alpha = 1 at init (default 1)"
+    )
+    head.add_argument(
+        "--equilibrium-logit-scale",
+        type=float,
+        help="RMS logit where the alpha = 1 run settles (SGD model (4); without it a decay bound)",
+    )
+    head.add_argument(
+        "--equilibrium-gain",
+        type=float,
+        help="RMS BN gain where the alpha = 1 run settles (Adam + coupled L2, law (7))",
+    )
     parser.set_defaults(func=run)
+
+
+def head_and_bn_scaled(config) -> bool:
+    """Whether the config's alpha scales both the head and the BN affine (logits ~ alpha^2)."""
+    groups = set(config.alpha_groups)
+    return "all" in groups or {"head", "bn"} <= groups
 
 
 def model_fan_ins(config) -> list[int]:
@@ -113,6 +135,11 @@ def run(args: argparse.Namespace) -> int:
                 f"alpha_groups = {list(config.alpha_groups)} does not scale the BN-followed convs: "
                 "only linear_decay applies to the scaled weights"
             )
+        if not {"all", "head"} & set(config.alpha_groups):
+            notes.append(
+                f"alpha_groups = {list(config.alpha_groups)} does not scale the head: the "
+                "head_logit_scale row is what a scaled head would do"
+            )
         if config.nesterov:
             notes.append("nesterov is treated as heavy ball (same long-run effective rate)")
         report = predict_forgetting(
@@ -122,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
             grad_sq_unit=args.grad_sq_unit,
             per_example_grad_sq_unit=args.per_example_grad_sq_unit,
             tol=args.tol,
+            logit_scale=args.logit_scale,
+            equilibrium_logit_scale=args.equilibrium_logit_scale,
+            head_and_bn_scaled=head_and_bn_scaled(config),
+            equilibrium_gain=args.equilibrium_gain,
         )
     except (ConfigError, ValueError) as err:
         return fail(" ".join(str(err).split()))
@@ -177,6 +208,14 @@ def format_report(config, report, notes: list[str]) -> str:
             f"accumulated over the run: explicit sum(lr*lambda) = {acc['explicit']:.3g}, "
             f"sgd_noise sum(lr^2/b) = {acc['sgd_noise']:.3g}, adam sum(lr^2) = {acc['adam']:.3g}"
         )
+    lines += ["", f"{'parameter group':<18}{'rank':>5}{'steps':>10}{'epochs':>10}  law or reason"]
+    for row in report.groups.to_dict("records"):
+        rank = f"{row['rank']:.0f}" if row["prediction"] else "-"
+        lines.append(
+            f"{row['group']:<18}{rank:>5}{_num(row['steps']):>10}{_num(row['epochs']):>10}  "
+            f"{row['formula']}"
+        )
+    lines.append(f"forgets last: {report.forgets_last}")
     lines.append(
         f"assumed |g_hat|^2 per step per filter: {report.assumptions['grad_sq_unit']:.3g} "
         f"({report.assumptions['grad_sq_unit_source']})"

@@ -121,3 +121,31 @@ def test_bad_input_is_one_line_and_status_2(config_file, capsys, argv, message):
     assert main(["theory", "--config", str(config_file), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and message in err and "\n" not in err
+
+
+def groups(out):
+    return {row["group"]: row for row in out["groups"]}
+
+
+def test_head_group_options_reach_the_logit_scale_laws(config_file, capsys):
+    """--equilibrium-gain gives Adam + L2 law (7), equal to initmem.theory.logit_scale's value;
+    alpha on the head only (alpha_groups) is passed on: law (7) then has no prediction."""
+    from initmem.theory.logit_scale import adam_logit_scale_forgetting_steps
+
+    adam = ["--config", str(config_file), "--set", "optimizer=adam", "--set", "l2=5e-4"]
+    out = run_json(capsys, *adam, "--equilibrium-gain", "1.5")
+    head = groups(out)["head_logit_scale"]
+    expected = adam_logit_scale_forgetting_steps(
+        4.0, 1e-3, l2=5e-4, equilibrium_gain=1.5, betas=(0.9, 0.999), tol=0.1
+    )
+    assert head["prediction"] is True and head["steps"] == pytest.approx(expected, rel=1e-12)
+    assert out["forgets_last"] in groups(out)
+
+    out = run_json(capsys, *adam, "--equilibrium-gain", "1.5", "--set", "alpha_groups=head")
+    assert groups(out)["head_logit_scale"]["prediction"] is False
+    assert "head only" in groups(out)["head_logit_scale"]["formula"]
+
+    out = run_json(capsys, *adam, "--set", "alpha_groups=conv")
+    assert any("does not scale the head" in note for note in out["notes"])
+    assert main(["theory", *adam, "--equilibrium-gain", "1.5"]) == 0
+    assert "forgets last:" in capsys.readouterr().out
