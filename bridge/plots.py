@@ -112,16 +112,7 @@ def plot_collapse(report, path: Path) -> bool:
                 part_unit = part[part[unit] > 0]  # a log axis: the init (u = 0) is left out
             else:
                 part_unit = part
-            for pipeline, group in part_unit.groupby("pipeline", sort=False):
-                group = group.sort_values(unit)
-                ax.plot(
-                    group[unit],
-                    group["value"],
-                    marker="o",
-                    ms=3,
-                    color=colors[pipeline],
-                    label=labels.get(pipeline, pipeline),
-                )
+            plot_memory_lines(ax, part_unit, unit, colors, labels, ms=3)
             if unit != "epochs" and not part_unit.empty:
                 ax.set_xscale("log")
             score = r2.get((memory, unit), np.nan) if len(r2) else np.nan
@@ -131,6 +122,22 @@ def plot_collapse(report, path: Path) -> bool:
     axes[0, 0].legend(fontsize=7)
     _save(fig, path)
     return True
+
+
+def plot_memory_lines(ax, points: pd.DataFrame, unit: str, colors: dict, labels: dict, **style):
+    """One line per pipeline of ``points`` (``pipeline``, ``value`` and the ``unit`` column, as in
+    ``BridgeReport.unit_points``): the memory against the unit, coloured and labelled per pipeline.
+    ``style``: extra keywords for ``ax.plot`` (marker size, line width)."""
+    for pipeline, group in points.groupby("pipeline", sort=False):
+        group = group.sort_values(unit)
+        ax.plot(
+            group[unit],
+            group["value"],
+            marker="o",
+            color=colors[pipeline],
+            label=labels.get(pipeline, pipeline),
+            **style,
+        )
 
 
 def plot_function_memory(report, path: Path) -> bool:

@@ -32,6 +32,7 @@ def plot_units(study, path: Path) -> bool:
     """Rows: memories; columns: units. The deciding pair first (epochs, accumulated)."""
     from matplotlib.ticker import NullFormatter
 
+    from initmem.bridge.plots import plot_memory_lines
     from initmem.theory.units import UNITS
 
     points = study.bridge.unit_points
@@ -53,17 +54,7 @@ def plot_units(study, path: Path) -> bool:
         for col, unit in enumerate(units):
             ax = axes[row, col]
             data = part[part[unit] > 0]  # log axis: the init (u = 0) is left out
-            for pipeline, group in data.groupby("pipeline", sort=False):
-                group = group.sort_values(unit)
-                ax.plot(
-                    group[unit],
-                    group["value"],
-                    marker="o",
-                    ms=2,
-                    lw=1,
-                    color=colors[pipeline],
-                    label=labels.get(pipeline, pipeline),
-                )
+            plot_memory_lines(ax, data, unit, colors, labels, ms=2, lw=1)
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
             score = np.nan

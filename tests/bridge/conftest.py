@@ -58,11 +58,21 @@ def law_sweep(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_sweep(tmp_path_factory):
-    """A real sweep folder: 3 pipelines x 2 alphas, trained by two worker processes."""
+def train_sweep(tmp_path_factory):
+    """``train_sweep(name, toml, runs)``: train the sweep file ``toml`` into a fresh folder with two
+    worker processes, check that all ``runs`` finished and return the folder."""
     from initmem.empirical.sweep import SweepSpec, run_sweep
 
-    root = tmp_path_factory.mktemp("tiny_sweep")
-    status = run_sweep(SweepSpec.from_toml(TINY_SWEEP), root, workers=2, progress=False)
-    assert status.done == 6, status.summary()
-    return root
+    def train(name: str, toml: str, runs: int):
+        root = tmp_path_factory.mktemp(name)
+        status = run_sweep(SweepSpec.from_toml(toml), root, workers=2, progress=False)
+        assert status.done == runs, status.summary()
+        return root
+
+    return train
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(train_sweep):
+    """A real sweep folder: 3 pipelines x 2 alphas, trained by two worker processes."""
+    return train_sweep("tiny_sweep", TINY_SWEEP, 6)

@@ -54,13 +54,8 @@ grid = { alpha = [2.0] }
 
 
 @pytest.fixture(scope="module")
-def study_sweep(tmp_path_factory):
-    from initmem.empirical.sweep import SweepSpec, run_sweep
-
-    root = tmp_path_factory.mktemp("study_sweep")
-    status = run_sweep(SweepSpec.from_toml(TINY_STUDY), root, workers=2, progress=False)
-    assert status.done == 12, status.summary()
-    return root
+def study_sweep(train_sweep):
+    return train_sweep("study_sweep", TINY_STUDY, 12)
 
 
 def test_study_document_numbers_are_the_data(study_sweep, tmp_path, capsys):
