@@ -69,15 +69,19 @@ def test_disagreement_excess_planted_effect_and_null():
     assert result["excess_lo"] < 0 < result["excess_hi"]
 
 
-def _cubes(planted: bool, seed: int = 0):
-    """12 pipelines: memory exp(-accumulated) (planted) or flat noise (null); epochs and the
-    accumulated rate vary independently, 5 seeds each."""
+def _cubes(planted: bool | str, seed: int = 0):
+    """12 pipelines: memory exp(-accumulated) (planted True), exp(-epochs / 12) (planted
+    "epochs") or flat noise (False); epochs and the accumulated rate vary independently, 5 seeds
+    each."""
     rng = np.random.default_rng(seed)
     cubes = []
     for p in range(12):
         epochs = np.linspace(0, 12 if p % 2 else 48, 9)
         accumulated = 10 ** rng.uniform(-2, 0.5) * epochs
-        memory = np.exp(-accumulated) if planted else np.full(epochs.size, 0.5)
+        if planted == "epochs":
+            memory = np.exp(-epochs / 12)
+        else:
+            memory = np.exp(-accumulated) if planted else np.full(epochs.size, 0.5)
         values = memory[None, :] + 0.05 * rng.normal(size=(5, epochs.size))
         units = {"epochs": epochs, "accumulated": accumulated}
         cubes.append(stats.PipelineCube(str(p), values, units))
@@ -92,6 +96,15 @@ def test_unit_bootstrap_planted_unit_wins():
     assert "accumulated regularization is a better unit" in row["text"]
     table = intervals.set_index("unit")
     assert table.loc["accumulated", "r2_cv_lo"] > 0.9
+
+
+def test_unit_bootstrap_planted_epochs_win():
+    """The decision is not tilted towards accumulated regularization: planted epochs win."""
+    _, decision = stats.unit_bootstrap(_cubes("epochs"), n_boot=60, with_parametric=False)
+    row = decision.iloc[0]
+    assert row["winner"] == "epochs"
+    assert row["diff_hi"] < 0
+    assert "epochs are a better unit of forgetting than accumulated" in row["text"]
 
 
 def test_unit_bootstrap_planted_null_cannot_tell():
