@@ -158,6 +158,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checks import check_number
+from .units import HEAVY_BALL
 
 #: Optimizers the laws cover (``RunConfig.optimizer``'s names); the simulators import this.
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
@@ -260,7 +261,7 @@ def effective_lr(lr, momentum=0.0, optimizer="sgd"):
     """
     check_optimizer(optimizer)
     check_number("momentum", momentum, high=1.0)
-    return lr if optimizer in ("adam", "adamw") else lr / (1.0 - momentum)
+    return lr / (1.0 - momentum) if optimizer in HEAVY_BALL else lr
 
 
 def decay_rate(lr, l2=0.0, weight_decay=0.0, momentum=0.0):

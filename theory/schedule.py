@@ -27,6 +27,9 @@ import math
 
 import numpy as np
 
+from .checks import check_integer
+from .units import unit_increments
+
 SCHEDULES = ("constant", "step", "cosine")
 
 
@@ -57,10 +60,7 @@ def accumulated_regularization(lrs, weight_decays, batch_size: int) -> dict[str,
     if lrs.ndim != 1 or lrs.size == 0:
         raise ValueError("lrs must be a non-empty 1-d sequence, one learning rate per step")
     decays = _per_step("weight_decays", weight_decays, len(lrs))
-    if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer (got {batch_size!r})")
-    from initmem.theory.units import unit_increments
-
+    check_integer("batch_size", batch_size)
     # the special case mu = 0, d / |w_0|^2 = 1 of the one definition; with a per-step lambda_t the
     # explicit increment lr_t * lambda_t is the unit's ``explicit`` with l2 = lambda_t at each step
     units = unit_increments(

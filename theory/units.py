@@ -43,6 +43,8 @@ import math
 
 import numpy as np
 
+from .checks import check_integer, check_momentum, check_number
+
 #: Candidate units of forgetting, in the order the tables list them.
 UNITS = ("epochs", "steps", "explicit", "sgd_noise", "adam", "accumulated")
 #: One line per unit: its per-step increment.
@@ -79,17 +81,14 @@ def unit_increments(
     mean over the scale-invariant layers of ``d / |w_0|^2`` at alpha = 1 (NaN leaves ``adam``, and
     ``accumulated`` of an adaptive optimizer, undefined). Derived here (module docstring).
     """
-    lrs = np.asarray(lrs, dtype=np.float64)
-    if lrs.ndim != 1 or not np.all(np.isfinite(lrs)) or np.any(lrs < 0):
-        raise ValueError("lrs must be a 1-d sequence of finite learning rates >= 0, one per step")
-    for name, value in (("batch_size", batch_size), ("steps_per_epoch", steps_per_epoch)):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer (got {value!r})")
-    if not 0.0 <= momentum < 1.0:
-        raise ValueError(f"momentum must satisfy 0 <= momentum < 1 (got {momentum!r})")
-    for name, value in (("l2", l2), ("weight_decay", weight_decay)):
-        if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name} must be finite and >= 0 (got {value!r})")
+    lrs = np.asarray(check_number("lrs", lrs, nonempty=False))
+    if lrs.ndim != 1:
+        raise ValueError("lrs must be a 1-d sequence of learning rates, one per step")
+    check_integer("batch_size", batch_size)
+    check_integer("steps_per_epoch", steps_per_epoch)
+    check_momentum(momentum)
+    check_number("l2", l2)
+    check_number("weight_decay", weight_decay)
     mu = momentum if optimizer in HEAVY_BALL else 0.0
     eff_sq = (lrs / (1.0 - mu)) ** 2
     out = {
