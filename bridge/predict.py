@@ -42,7 +42,6 @@ from initmem.theory import units as theory_units
 #: Candidate units of forgetting (the one definition: :mod:`initmem.theory.units`).
 UNITS = theory_units.UNITS
 UNIT_DEFINITIONS = theory_units.UNIT_DEFINITIONS
-ADAPTIVE = theory_units.ADAPTIVE
 #: Largest relative error of the one-step identity that counts as reproduced.
 IDENTITY_TOLERANCE = 0.01
 
@@ -197,7 +196,7 @@ def phase_boundary(config, x: str, y: str, x_values, y_values, inv_init_sq=np.na
     }
     values[x], values[y] = xs, ys
     on_l2 = config.l2 > 0
-    noise = "adam" if config.optimizer in ADAPTIVE else "sgd_noise"
+    noise = theory_units.noise_unit(config.optimizer)
     out = np.empty(xs.shape)
     for batch in np.unique(values["batch_size"]):
         if batch > config.resolved_train_size:

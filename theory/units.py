@@ -98,9 +98,14 @@ def unit_increments(
         "sgd_noise": eff_sq / batch_size,
         "adam": eff_sq * float(inv_init_sq_per_coord),
     }
-    noise = "adam" if optimizer in ADAPTIVE else "sgd_noise"
-    out["accumulated"] = out["explicit"] + out[noise]
+    out["accumulated"] = out["explicit"] + out[noise_unit(optimizer)]
     return out
+
+
+def noise_unit(optimizer: str) -> str:
+    """The noise unit that ``accumulated`` adds to ``explicit`` for ``optimizer``: ``"adam"``
+    (fixed-size steps, :data:`ADAPTIVE`) or ``"sgd_noise"``."""
+    return "adam" if optimizer in ADAPTIVE else "sgd_noise"
 
 
 def accumulated_units(lrs, **settings) -> dict[str, float]:
@@ -135,5 +140,6 @@ __all__ = [
     "UNIT_DEFINITIONS",
     "accumulated_units",
     "inv_init_sq_per_coord",
+    "noise_unit",
     "unit_increments",
 ]
