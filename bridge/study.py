@@ -450,6 +450,19 @@ def _r_text(corr: dict, design: pd.DataFrame) -> str:
     return "undefined (fewer than 3 such pipelines)"
 
 
+def _threshold_pct() -> str:
+    """The interpolation rule's threshold as the document prints it (e.g. ``99.5%``)."""
+    from initmem.empirical.memory import INTERPOLATION_THRESHOLD
+
+    return f"{100 * INTERPOLATION_THRESHOLD:g}%"
+
+
+def _group_alphas(groups: pd.DataFrame) -> str:
+    """The alphas other than 1 that the group pipelines ran (e.g. ``4``), from their ``alphas``."""
+    alphas = {a for value in groups["alphas"] for a in str(value).split(",") if float(a) != 1.0}
+    return ", ".join(sorted(alphas, key=float)) or "1"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -497,7 +510,7 @@ def document(
         "## Design",
         "",
         f"{runs_total} runs finished. Pipelines with two or more alphas whose runs all interpolate "
-        f"(final train accuracy >= 99.5%): {corr['n']} of {corr.get('n_all', corr['n'])}; over them "
+        f"(final train accuracy >= {_threshold_pct()}): {corr['n']} of {corr.get('n_all', corr['n'])}; over them "
         f"accumulated regularization runs from {_f(corr['y_min'], 3, 'g')} to "
         f"{_f(corr['y_max'], 3, 'g')} ({_f(corr['decades'], 1)} decades) and the Pearson r of "
         f"ln(epochs) and ln(accumulated) is {_r_text(corr, design)}; over all "
@@ -709,9 +722,10 @@ def document(
             for _, r in study.groups.iterrows()
         ]
         parts += [
-            "alpha = 4 on one parameter group at a time (`conv`: the BN-followed convs; `bn`: "
-            "BatchNorm's affine parameters; `head`: the last linear layer; `all`: every parameter), "
-            "against alpha = 1. Norm memory: mean over the layers the group scales, at the end.",
+            f"alpha = {_group_alphas(study.groups)} on one parameter group at a time (`conv`: the "
+            "BN-followed convs; `bn`: BatchNorm's affine parameters; `head`: the last linear layer; "
+            "`all`: every parameter), against alpha = 1. Norm memory: mean over the layers the group "
+            "scales, at the end.",
             "",
             _table(
                 [
@@ -746,7 +760,7 @@ def document(
     parts += [
         "## Rules fixed in advance",
         "",
-        "- A run interpolates when its final train accuracy is >= 99.5%. Function-memory "
+        f"- A run interpolates when its final train accuracy is >= {_threshold_pct()}. Function-memory "
         "statistics use, per pipeline, the seeds whose runs interpolate at every alpha; a pipeline "
         "with fewer than 2 such seeds is left out of them.",
         "- A forgetting time not reached within the run is censored: reported as a lower bound "
