@@ -343,7 +343,7 @@ def memory_cubes(
     predicted norm memory) where ``predicted_curves`` has it.
     """
     from initmem.bridge import measure
-    from initmem.empirical.memory import INTERPOLATION_THRESHOLD
+    from initmem.empirical.memory import interpolates
 
     notes = notes if notes is not None else []
     unit_cols = [c for c in accumulated.columns if c not in ("hash", "pipeline", "epoch", "step")]
@@ -376,8 +376,7 @@ def memory_cubes(
     acc = measure.accuracy_curves(runs, epochs)
     metric = "val_acc" if "val_acc" in epochs else "test_acc"
     learned_from = measure.accuracy_curves(runs, epochs, metric)
-    fits = runs["final_train_acc"].astype(float) >= INTERPOLATION_THRESHOLD
-    interpolating = runs.assign(_fits=fits.to_numpy())
+    interpolating = runs.assign(_fits=interpolates(runs).to_numpy())
     for pipeline, group in acc.groupby("pipeline", sort=False):
         alphas = np.sort(group["alpha"].unique())
         if alphas.size < 2 or pipeline not in per_step.index.get_level_values(0):

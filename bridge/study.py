@@ -106,7 +106,7 @@ def unit_study(sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0) -> Un
     from initmem.bridge.design import design_correlation, design_table
     from initmem.bridge.fitting import fit
     from initmem.bridge.measure import prepare_runs
-    from initmem.empirical.memory import INTERPOLATION_THRESHOLD, load_sweep
+    from initmem.empirical.memory import interpolates, load_sweep
     from initmem.empirical.sweep import read_manifest
 
     sweep_dir = Path(sweep_dir)
@@ -114,8 +114,9 @@ def unit_study(sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0) -> Un
     design = design_table([r.config for r in manifest], [r.variant for r in manifest])
     all_runs = load_sweep(sweep_dir)
     runs = prepare_runs(all_runs)
-    fits = runs["final_train_acc"].astype(float) >= INTERPOLATION_THRESHOLD
-    per_pipeline = runs.assign(fits=fits).groupby("pipeline")["fits"].agg(["sum", "size"])
+    per_pipeline = (
+        runs.assign(fits=interpolates(runs)).groupby("pipeline")["fits"].agg(["sum", "size"])
+    )
     design["runs_done"] = design["pipeline"].map(per_pipeline["size"]).fillna(0).astype(int)
     design["runs_interpolating"] = design["pipeline"].map(per_pipeline["sum"]).fillna(0).astype(int)
     design["interpolates"] = (design["runs_done"] > 0) & (
@@ -173,9 +174,9 @@ def collapse_sentences(units: pd.DataFrame, unit: str = "accumulated") -> list[s
 
 # ----------------------------------------------------------------------------------- function memory
 def _interpolating_seeds(group: pd.DataFrame, alphas) -> np.ndarray:
-    from initmem.empirical.memory import INTERPOLATION_THRESHOLD
+    from initmem.empirical.memory import interpolates
 
-    fits = group.assign(fits=group["final_train_acc"].astype(float) >= INTERPOLATION_THRESHOLD)
+    fits = group.assign(fits=interpolates(group))
     per_seed = fits.groupby("seed").agg(fits=("fits", "all"), n=("alpha", "nunique"))
     return per_seed.index[per_seed["fits"] & (per_seed["n"] == len(alphas))].to_numpy()
 

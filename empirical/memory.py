@@ -53,6 +53,11 @@ INTERPOLATION_THRESHOLD = 0.995
 FINISHED = runfolder.FINISHED_STATES
 
 
+def interpolates(runs: pd.DataFrame) -> pd.Series:
+    """Per run: did its final train accuracy reach :data:`INTERPOLATION_THRESHOLD`? (NaN: no.)"""
+    return runs["final_train_acc"].astype(float) >= INTERPOLATION_THRESHOLD
+
+
 def pipeline_columns() -> list[str]:
     """Config fields that identify a pipeline: every hashed field except ``alpha`` and ``seed``."""
     return [f for f in RunConfig.field_names() if f not in (*NON_HASHED_FIELDS, "alpha", "seed")]
@@ -369,10 +374,7 @@ def spread_table(
                 "seed_std_pp": float(per_alpha["test_acc_std_pct"].mean()),
                 "best_alpha": float(means.idxmax()),
                 "worst_alpha": float(means.idxmin()),
-                "interpolated": bool(
-                    (group["final_train_acc"] >= INTERPOLATION_THRESHOLD).all()
-                    and row["n_unfinished"] == 0
-                ),
+                "interpolated": bool(interpolates(group).all() and row["n_unfinished"] == 0),
                 "min_train_acc_pct": float(100 * group["final_train_acc"].min()),
             }
         if with_disagreement:
@@ -410,6 +412,7 @@ def spread_table(
 
 __all__ = [
     "INTERPOLATION_THRESHOLD",
+    "interpolates",
     "RESULT_COLUMNS",
     "accuracy_table",
     "bootstrap_spread",
