@@ -310,13 +310,21 @@ def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, flo
     return acts, e_fold * efolds, formula
 
 
-def _head_row(pipeline: Pipeline, alpha: float, tol: float, logit_scales, both: bool):
+def _head_row(
+    pipeline: Pipeline,
+    alpha: float,
+    tol: float,
+    *,
+    init_scale: float,
+    equilibrium: float | None,
+    equilibrium_gain: float | None,
+    both: bool,
+):
     """The head x last-BN-gain pair (:mod:`initmem.theory.logit_scale`): (prediction, steps, formula)."""
     if pipeline.optimizer != "sgd":
-        return _adaptive_head_row(pipeline, alpha, tol, logit_scales[2], both)
+        return _adaptive_head_row(pipeline, alpha, tol, equilibrium_gain, both)
     if pipeline.l2 == 0 and pipeline.weight_decay == 0:
         return True, math.inf, "kept: gradient flow conserves the balance |W_j|^2 - gamma_j^2"
-    init_scale, equilibrium = logit_scales[:2]
     needed = required_log_contraction(
         alpha, init_scale=init_scale, equilibrium_scale=equilibrium, both=both, tol=tol
     )
@@ -367,9 +375,9 @@ def _adaptive_head_row(pipeline: Pipeline, alpha: float, tol: float, equilibrium
     return True, steps, formula + (" (over the schedule)" if mults is not None else "")
 
 
-def _group_table(pipeline, alpha, tol, bn_steps, linear, logit_scales, both):
+def _group_table(pipeline, bn_steps, linear, head):
     """``ForgettingReport.groups`` and the group that forgets last (module docstring of report)."""
-    head_pred, head_steps, head_formula = _head_row(pipeline, alpha, tol, logit_scales, both)
+    head_pred, head_steps, head_formula = head
     linear_acts, linear_steps, linear_formula = linear
     rows = [
         ("bn_conv_weights", True, bn_steps, "the pipeline row (effective learning rate lr/|w|^2)"),
@@ -514,14 +522,17 @@ def predict_forgetting(
         "init_sq_per_coord": "1 / (3 fan_in)" if init_sq_per_coord is None else init_sq_per_coord,
         "fan_ins": ",".join(str(f) for f in fan_ins),
     }
-    groups, forgets_last = _group_table(
+    head = _head_row(
         pipeline,
         alpha,
         tol,
-        overall.steps,
-        (linear_acts, linear_steps, linear_formula),
-        (1.0 if logit_scale is None else logit_scale, equilibrium_logit_scale, equilibrium_gain),
-        head_and_bn_scaled,
+        init_scale=1.0 if logit_scale is None else logit_scale,
+        equilibrium=equilibrium_logit_scale,
+        equilibrium_gain=equilibrium_gain,
+        both=head_and_bn_scaled,
+    )
+    groups, forgets_last = _group_table(
+        pipeline, overall.steps, (linear_acts, linear_steps, linear_formula), head
     )
     return ForgettingReport(
         groups=groups,
