@@ -1,84 +1,205 @@
 """Packed training: K runs trained together write the run folders of the same runs trained one by one.
 
-Tolerance. fp32 on the CPU: a grouped (or vmapped) convolution and a BatchNorm over K x C channels
-sum in another order than K separate ones, so packed and unpacked runs agree to float rounding, which
-training carries forward and can amplify: at lr 0.05 the tiny networks below are chaotic enough that
-one run in a few drifts apart by 1e-4 to 1e-2 within 8 steps. At ``LR`` = 0.002 (momentum 0.9) the
-differences stayed below 4e-7 relative over 8 steps for 9 seeds x 3 alphas x both modes; the test
-allows ``RTOL`` = 1e-4, relative to the largest magnitude in each tensor (``ATOL`` for all-zero
-ones). Accuracies, predictions, epochs, steps and statuses must be equal.
+What equality holds (docs/run-format.md, "Packed runs", has the measurements). Packed and unpacked
+training are the same arithmetic in another reduction order: the first forward is bit-identical on the
+CPUs measured, the first backward is not (the first conv's weight gradient sums B x H x W = 4,096 terms
+in another order: 2e-6 relative). So the tests check two things, each with a tolerance derived from the
+computation, not a constant that happens to pass on one CPU:
+
+- One step (forward, BatchNorm statistics, gradients, the optimizer's update) agrees to float32
+  rounding: ``ONE_STEP_RTOL`` = ``LAMBDA`` sqrt(n) u, the probabilistic bound on the rounding error of
+  a computation of ``n`` = (layers in the chain) x (longest reduction) float32 operations (Higham &
+  Mary 2019, "A new approach to probabilistic rounding error analysis", Thm 3.1: the error exceeds
+  lambda sqrt(n) u with probability at most 2 exp(-lambda^2 / 2) per result); relative to the largest
+  magnitude in each tensor.
+- Whole runs agree to the rounding sensitivity of the run itself. Training carries a first-step
+  difference forward and can amplify it (a value that crosses a ReLU or max-pool switching point
+  takes another branch): two unpacked float32 runs whose batches differ only in the order of their
+  examples (the same mathematics: BatchNorm and the mean loss do not depend on it) drift apart by
+  3e-6 to 5e-2 within 8 steps, where float64 keeps them 1e-14 apart. Each reference run is therefore
+  trained ``TWINS`` more times with permuted batches; a logged number of the packed run may differ from
+  the reference by ``SENSITIVITY_FACTOR`` times the largest twin difference (packing is one more
+  perturbation of the same size), and never less than ``ONE_STEP_RTOL`` (a number the twins leave
+  bit-equal). Counts (epochs, steps, learning rates, statuses) must be equal; accuracies and predictions
+  may differ only as much as the twins' do (not at all, where the twins agree).
 """
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from initmem.empirical.packing import (
     PACK_MODES,
+    Pack,
     PackedModels,
     check_packable,
     train_packed,
     widen,
 )
-from initmem.empirical.runlog import read_log, read_predictions
-from initmem.empirical.trainer import train
+from initmem.empirical.runfolder import read_log, read_predictions
+from initmem.empirical.trainer import Trainer, train
 
-RTOL = 1e-4
-ATOL = 1e-6
+#: float32 unit roundoff
+U32 = float(np.finfo(np.float32).eps) / 2
+#: the tiny ResNet-9 below: 9 layers in the chain (8 convs and the head); its longest reduction is the
+#: first conv's weight gradient (and BatchNorm's statistics) over batch 4 x 32 x 32 positions
+CHAIN_LAYERS, LONGEST_REDUCTION = 9, 4 * 32 * 32
+LAMBDA = 4.0
+
+
+def one_step_rtol(chain_layers: int, longest_reduction: int) -> float:
+    """lambda sqrt(n) u with n = chain_layers x longest_reduction (the module docstring)."""
+    return LAMBDA * float(np.sqrt(chain_layers * longest_reduction)) * U32
+
+
+ONE_STEP_RTOL = one_step_rtol(CHAIN_LAYERS, LONGEST_REDUCTION)  # 4.6e-5
+ATOL = 1e-9
+SENSITIVITY_FACTOR = 10.0
+TWINS = 2
 LR = 0.002
 #: alpha and seed of the packed runs (everything else equal).
 RUNS = ((0.5, 0), (2.0, 1), (1.0, 2))
-EXACT_KEYS = ("epoch", "step", "train_acc", "train_eval_acc", "val_acc", "test_acc", "lr")
+EQUAL_KEYS = ("epoch", "step", "lr")
+ACCURACY_KEYS = ("train_acc", "train_eval_acc", "val_acc", "test_acc")
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-def assert_close(actual, desired, where):
-    scale = float(np.max(np.abs(desired))) if np.size(desired) else 0.0
-    np.testing.assert_allclose(actual, desired, rtol=0, atol=max(ATOL, RTOL * scale), err_msg=where)
+@contextmanager
+def permuted_batches(twin: int) -> Iterator[None]:
+    """Train with every batch's examples in another order (after augmentation, so each example keeps
+    its crop and flip): the same mathematics, another float32 reduction order."""
+    original = Trainer.next_batch
+
+    def next_batch(self, batch):
+        images, labels = original(self, batch)
+        generator = torch.Generator().manual_seed(1000 * twin + self.step)
+        order = torch.randperm(len(labels), generator=generator)
+        return images[order].contiguous(memory_format=self.memory_format), labels[order]
+
+    with mock.patch.object(Trainer, "next_batch", next_batch):
+        yield
 
 
-def assert_same_run(solo_dir, packed_dir):
-    """Logs (scalar and per-layer), predictions and checkpoints of two run folders agree."""
-    solo, packed = read_log(solo_dir), read_log(packed_dir)
-    assert len(solo) == len(packed)
-    for a, b in zip(solo, packed, strict=True):
-        epoch = a["epoch"]
-        for key, value in a.items():
-            if key in ("wall_time", "layers"):
-                continue
-            if key in EXACT_KEYS:
-                assert value == b[key] or (np.isnan(value) and np.isnan(b[key])), (key, epoch)
-            else:
-                assert_close(b[key], value, f"{key} at epoch {epoch}")
-        assert a["layers"].keys() == b["layers"].keys()
-        for layer, values in a["layers"].items():
+def run_numbers(run_dir) -> dict[str, np.ndarray]:
+    """Every number a run folder holds, by name: log values (scalar and per layer) per epoch,
+    predictions, and the tensors of best.pt and last.pt."""
+    numbers = {}
+    for record in read_log(run_dir):
+        epoch = record["epoch"]
+        for key, value in record.items():
+            if key not in ("wall_time", "layers"):
+                numbers[f"log:{key}@{epoch}"] = np.asarray(value, dtype=np.float64)
+        for layer, values in record["layers"].items():
             for key, value in values.items():
-                assert_close(b["layers"][layer][key], value, f"{layer}.{key} at epoch {epoch}")
-    pred_a, pred_b = read_predictions(solo_dir), read_predictions(packed_dir)
-    for key in pred_a:
-        np.testing.assert_array_equal(pred_a[key], pred_b[key], err_msg=key)
+                numbers[f"log:{layer}.{key}@{epoch}"] = np.asarray(value, dtype=np.float64)
+    for key, value in read_predictions(run_dir).items():
+        numbers[f"pred:{key}"] = value
     for name in ("best.pt", "last.pt"):
-        state_a = torch.load(f"{solo_dir}/{name}", weights_only=False)
-        state_b = torch.load(f"{packed_dir}/{name}", weights_only=False)
-        model_a = state_a if name == "best.pt" else state_a["trainer"]["model"]
-        model_b = state_b if name == "best.pt" else state_b["trainer"]["model"]
-        for key, tensor in model_a.items():
-            assert_close(model_b[key].float().numpy(), tensor.float().numpy(), f"{name}:{key}")
-            # each run's checkpoint holds its own tensors, not the whole stack
-            assert model_b[key].untyped_storage().nbytes() == tensor.untyped_storage().nbytes()
+        state = torch.load(Path(run_dir) / name, weights_only=False)
+        model = state if name == "best.pt" else state["trainer"]["model"]
+        for key, tensor in model.items():
+            numbers[f"{name}:{key}"] = tensor.double().numpy()
+    return numbers
+
+
+@dataclass
+class Reference:
+    """A run trained alone, its permuted twins' results, and the tolerance of every number it holds."""
+
+    result: object
+    twins: list
+    numbers: dict[str, np.ndarray]
+    tolerance: dict[str, float]
+
+    @property
+    def run_dir(self) -> str:
+        return self.result.run_dir
+
+
+def _field(key: str) -> str:
+    """``log:train_acc@2`` -> ``train_acc``."""
+    return key.split(":", 1)[1].split("@")[0]
+
+
+def train_reference(config) -> Reference:
+    """Train ``config`` alone and ``TWINS`` times with permuted batches (in sibling folders)."""
+    result = train(config)
+    numbers = run_numbers(result.run_dir)
+    twins, twin_numbers = [], []
+    for twin in range(TWINS):
+        with permuted_batches(twin):
+            twins.append(train(config.replace(out_dir=f"{config.out_dir}-twin{twin}")))
+        twin_numbers.append(run_numbers(twins[-1].run_dir))
+    tolerance = {}
+    for key, value in numbers.items():
+        if key.startswith("pred:"):  # how many predictions a twin changed
+            tolerance[key] = max(int(np.sum(t[key] != value)) for t in twin_numbers)
+            continue
+        gap = max(float(np.max(np.abs(t[key] - value), initial=0.0)) for t in twin_numbers)
+        if _field(key) in EQUAL_KEYS:
+            tolerance[key] = 0.0
+        elif _field(key) in ACCURACY_KEYS:
+            tolerance[key] = gap
+        else:
+            scale = float(np.max(np.abs(value), initial=0.0))
+            tolerance[key] = max(ATOL, ONE_STEP_RTOL * scale, SENSITIVITY_FACTOR * gap)
+    return Reference(result, twins, numbers, tolerance)
+
+
+def assert_same_result(reference: Reference, result) -> None:
+    """The result's counts equal the reference's; its best epoch and accuracies too, unless a twin's
+    differ (then within the twins' range)."""
+    solo = reference.result
+    assert (result.hash, result.status, result.epochs_run, result.steps_run) == (
+        solo.hash,
+        solo.status,
+        solo.epochs_run,
+        solo.steps_run,
+    )
+    for field in ("best_epoch", "best_val_acc", "test_acc"):
+        seen = [getattr(r, field) for r in (solo, *reference.twins)]
+        assert min(seen) <= getattr(result, field) <= max(seen), (field, seen)
+
+
+def assert_same_run(reference: Reference, packed_dir) -> None:
+    """Every number of ``packed_dir`` is within the reference's tolerance (docstring above)."""
+    packed = run_numbers(packed_dir)
+    assert packed.keys() == reference.numbers.keys()
+    for key, value in reference.numbers.items():
+        if key.startswith("pred:"):
+            assert np.sum(packed[key] != value) <= reference.tolerance[key], key
+        elif np.all(np.isnan(value)):
+            assert np.all(np.isnan(packed[key])), key
+        else:
+            gap = float(np.max(np.abs(packed[key] - value), initial=0.0))
+            assert gap <= reference.tolerance[key], (key, gap, reference.tolerance[key])
+    for name in (
+        "best.pt",
+        "last.pt",
+    ):  # each run's checkpoint holds its own tensors, not the stack
+        state = torch.load(Path(packed_dir) / name, weights_only=False)
+        model = state if name == "best.pt" else state["trainer"]["model"]
+        for tensor in model.values():
+            assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
 
 
 @pytest.fixture(scope="module")
 def solo_runs(tmp_path_factory, fixture_data_dir):
-    """The reference: each run trained alone by train()."""
+    """The references: each run trained alone by train(), with its twins."""
     from initmem.empirical.config import RunConfig
 
     root = tmp_path_factory.mktemp("solo")
-    results = []
+    references = []
     torch.set_num_threads(1)
     for alpha, seed in RUNS:
         config = RunConfig.from_dict(
@@ -97,33 +218,77 @@ def solo_runs(tmp_path_factory, fixture_data_dir):
                 quiet=True,
             )
         )
-        results.append(train(config))
-    return results
+        references.append(train_reference(config))
+    return references
+
+
+def relative_gap(actual: torch.Tensor, desired: torch.Tensor) -> float:
+    scale = float(desired.detach().abs().max())
+    return float((actual.detach() - desired.detach()).abs().max()) / max(scale, ATOL)
+
+
+@pytest.mark.parametrize("mode", PACK_MODES)
+def test_one_packed_step_is_each_runs_step_to_float32_rounding(tiny_config, mode):
+    """The first step, piece by piece: logits, BatchNorm running statistics, every gradient and every
+    parameter after the optimizer's update, packed against each run's own step, within
+    ``ONE_STEP_RTOL``."""
+    configs = [tiny_config(alpha=a, seed=s, lr=LR) for a, s in RUNS]
+    solo = [Trainer(c) for c in configs]
+    packed = [Trainer(c) for c in configs]
+    pack = Pack(packed, mode)
+    expected = []
+    for t in solo:
+        plan = t.start_epoch()
+        images, labels = t.next_batch(plan.batches[0])
+        logits = t.model(images)
+        t.optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(logits, labels).backward()
+        grads = [p.grad.clone() for p in t.params]
+        t.apply_gradients(t.next_lr())
+        expected.append((logits.detach(), grads))
+    plans = [t.start_epoch() for t in packed]
+    batches = [t.next_batch(plan.batches[0]) for t, plan in zip(packed, plans, strict=True)]
+    logits = pack.packed.forward([images for images, _ in batches])
+    losses = [F.cross_entropy(logits[k], labels) for k, (_, labels) in enumerate(batches)]
+    pack.packed.zero_grad()
+    torch.stack(losses).sum().backward()
+    pack.packed.share_grads()
+    gaps = {}
+    for k, t in enumerate(packed):
+        gaps[f"logits {k}"] = relative_gap(logits[k], expected[k][0])
+        for name, p, g in zip(t.names, t.params, expected[k][1], strict=True):
+            gaps[f"grad {k} {name}"] = relative_gap(p.grad, g)
+        t.apply_gradients(t.next_lr())
+        for name, p, q in zip(t.names, t.params, solo[k].params, strict=True):
+            gaps[f"param {k} {name}"] = relative_gap(p, q)
+        mine, theirs = dict(t.model.named_buffers()), dict(solo[k].model.named_buffers())
+        for name in mine:
+            if not name.endswith("num_batches_tracked"):
+                gaps[f"buffer {k} {name}"] = relative_gap(mine[name], theirs[name])
+    worst = max(gaps, key=gaps.get)
+    assert gaps[worst] <= ONE_STEP_RTOL, (worst, gaps[worst])
 
 
 @pytest.mark.parametrize("mode", PACK_MODES)
 def test_packed_runs_write_the_runs_of_unpacked_training(solo_runs, tiny_config, mode):
     configs = [tiny_config(alpha=alpha, seed=seed, lr=LR) for alpha, seed in RUNS]
     packed = train_packed(configs, mode=mode)
-    for solo, result, config in zip(solo_runs, packed, configs, strict=True):
+    for reference, result, config in zip(solo_runs, packed, configs, strict=True):
         assert result.run_dir == config.out_dir
-        assert result.hash == solo.hash
-        assert (result.status, result.best_epoch, result.epochs_run, result.steps_run) == (
-            solo.status,
-            solo.best_epoch,
-            solo.epochs_run,
-            solo.steps_run,
-        )
-        assert (result.best_val_acc, result.test_acc) == (solo.best_val_acc, solo.test_acc)
+        assert_same_result(reference, result)
         assert json.loads(open(f"{config.out_dir}/result.json").read())["status"] == "completed"
-        assert_same_run(solo.run_dir, result.run_dir)
+        assert_same_run(reference, result.run_dir)
 
 
 def test_a_diverging_run_leaves_the_pack_and_the_others_go_on(tiny_config):
     """alpha = 1000 puts the weight norm above max_weight_norm: that run stops at the first check
     (the end of epoch 1), exactly as alone; its pack-mate trains on to the end, exactly as alone."""
     pair = [(1.0, 0), (1000.0, 0)]
-    solo = [train(tiny_config(alpha=a, seed=s, lr=LR, max_weight_norm=500.0)) for a, s in pair]
+    reference = train_reference(tiny_config(alpha=1.0, seed=0, lr=LR, max_weight_norm=500.0))
+    solo = [
+        reference.result,
+        train(tiny_config(alpha=1000.0, seed=0, lr=LR, max_weight_norm=500.0)),
+    ]
     packed = train_packed(
         [tiny_config(alpha=a, seed=s, lr=LR, max_weight_norm=500.0) for a, s in pair]
     )
@@ -135,7 +300,7 @@ def test_a_diverging_run_leaves_the_pack_and_the_others_go_on(tiny_config):
             a.diverged_step,
             a.epochs_run,
         )
-    assert_same_run(solo[0].run_dir, packed[0].run_dir)
+    assert_same_run(reference, packed[0].run_dir)
 
 
 def test_a_pack_whose_runs_all_diverge_at_one_step_ends_them_as_alone(tiny_config):
@@ -155,9 +320,10 @@ def test_finished_runs_are_returned_and_the_rest_are_trained(solo_runs, tiny_con
     finished = tiny_config(alpha=RUNS[0][0], seed=RUNS[0][1], lr=LR, out_dir=solo_runs[0].run_dir)
     fresh = [tiny_config(alpha=a, seed=s, lr=LR) for a, s in RUNS[1:]]
     results = train_packed([finished, *fresh])
-    assert results[0] == solo_runs[0]
-    for solo, result in zip(solo_runs[1:], results[1:], strict=True):
-        assert_same_run(solo.run_dir, result.run_dir)
+    assert results[0] == solo_runs[0].result
+    for reference, result in zip(solo_runs[1:], results[1:], strict=True):
+        assert_same_result(reference, result)
+        assert_same_run(reference, result.run_dir)
 
 
 class Killed(Exception):
@@ -177,9 +343,9 @@ def test_killed_runs_resume_packed_and_end_like_uninterrupted_ones(solo_runs, ti
         with pytest.raises(Killed):
             train(config, callback=kill_after_epoch_1)
     results = train_packed(configs)
-    for solo, result in zip(solo_runs, results, strict=True):
-        assert (result.status, result.steps_run) == (solo.status, solo.steps_run)
-        assert_same_run(solo.run_dir, result.run_dir)
+    for reference, result in zip(solo_runs, results, strict=True):
+        assert_same_result(reference, result)
+        assert_same_run(reference, result.run_dir)
 
 
 def test_only_alpha_and_seed_may_differ(tiny_config):
@@ -227,8 +393,10 @@ def test_packed_forward_is_each_models_forward(mode):
     packed = PackedModels(models, mode)
     logits = packed.forward(images)
     for i, model in enumerate(models):
-        assert_close(logits[i].detach().numpy(), expected[i].detach().numpy(), f"logits {i}")
-        assert_close(model.stem.bn.running_mean.numpy(), stats[i].numpy(), f"running mean {i}")
+        # ResNet-18: 18 layers in the chain, BatchNorm statistics over 5 x 32 x 32 positions
+        rtol = one_step_rtol(18, 5 * 32 * 32)
+        assert relative_gap(logits[i], expected[i]) <= rtol, f"logits {i}"
+        assert relative_gap(model.stem.bn.running_mean, stats[i]) <= rtol, f"running mean {i}"
         assert int(model.stem.bn.num_batches_tracked) == 1
         vector = torch.nn.utils.parameters_to_vector(model.parameters())
         np.testing.assert_array_equal(vector.detach().numpy(), reference[i].detach().numpy())
