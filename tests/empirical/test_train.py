@@ -21,6 +21,7 @@ from initmem.empirical.optim import (
 )
 from initmem.empirical.runlog import RunResult, load_result, read_log, read_predictions
 from initmem.empirical.trainer import RunFolderError, train
+from tests.empirical.rounding import assert_same_run, train_reference
 
 SCALAR_KEYS = {
     "epoch",
@@ -350,8 +351,6 @@ def test_cpu_variants_of_the_cuda_path(tiny_config):
 def test_compiled_model_gives_the_same_run_as_eager(tiny_config):
     """A compiled model fuses operations (another rounding): its run is the eager run's within the
     run's own rounding sensitivity (tests/empirical/rounding.py)."""
-    from tests.empirical.rounding import assert_same_run, train_reference
-
     eager = train_reference(tiny_config(epochs=1, precision="fp32"))
     compiled = train(tiny_config(epochs=1, precision="fp32", compile=True))
     assert_same_run(eager, compiled.run_dir)
