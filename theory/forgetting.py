@@ -331,7 +331,7 @@ def _head_row(
     formula = (
         "-ln u / (-2 ln(1 - kappa)), model (4) of logit_scale"
         if equilibrium is not None
-        else "ln(|alpha^k - 1| / tol) / (-2 ln(1 - kappa)) (decay-only bound)"
+        else "ln(|alpha^k - 1| / |e^{+-tol} - 1|) / (-2 ln(1 - kappa)) (decay-only bound)"
     )
     momentum = pipeline.momentum
     lr, mults = pipeline.time_schedule

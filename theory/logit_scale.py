@@ -65,8 +65,9 @@ features have settled; not a test (15 s per configuration). In the smaller 6-16-
 (64 points, momentum 0.9, lr 0.03, l2 0.05, 1,000 steps, tested) the alpha = 1 scale is still
 rising 5% over the last 500 steps and the measured times, 954 / 898 steps at alpha = 4 / 8, are
 8x / 5x (4)'s 122 / 169: while the features relax, (4) is only a lower bound. Without s*
-(``equilibrium_scale=None``) the decay alone: ln(|alpha^k - 1| / tol) / (-ln q), an upper bound on
-(4)'s time when s* >= s_0.
+(``equilibrium_scale=None``) the decay alone, (4) with s* = s_0: ln(|alpha^k - 1| / |e^{+-tol} - 1|)
+/ (-ln q), an upper bound on (4)'s time whenever s* >= s_0, for alpha above and below 1 (the
+simpler ln(|alpha^k - 1| / tol) is not one for alpha < 1, where 1 - e^{-tol} < tol).
 
 Adam with coupled L2: the gain's excess follows a curvature-free scalar recursion (derived here)
 ---------------------------------------------------------------------------------------------------
@@ -144,15 +145,22 @@ __all__ = [
 ]
 
 
+def _finite_array(name: str, value) -> np.ndarray:
+    arr = np.asarray(value, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (got a non-finite entry in shape {arr.shape})")
+    return arr
+
+
 def balance(W, gamma, beta=None) -> np.ndarray:
     """b_j = |W_{:,j}|^2 - gamma_j^2 - beta_j^2 per feature (equation (2)); W of shape (K, p)."""
-    W = np.asarray(W, dtype=np.float64)
-    gamma = np.asarray(gamma, dtype=np.float64)
+    W = _finite_array("W", W)
+    gamma = _finite_array("gamma", gamma)
     if W.ndim != 2 or gamma.shape != (W.shape[1],):
         raise ValueError(f"W must be (K, p) and gamma (p,), got {W.shape} and {gamma.shape}")
     b = np.sum(W * W, axis=0) - gamma * gamma
     if beta is not None:
-        beta = np.asarray(beta, dtype=np.float64)
+        beta = _finite_array("beta", beta)
         if beta.shape != gamma.shape:
             raise ValueError(f"beta must have shape {gamma.shape}, got {beta.shape}")
         b = b - beta * beta
@@ -162,13 +170,16 @@ def balance(W, gamma, beta=None) -> np.ndarray:
 def balance_after_step(b, grad_W, grad_gamma, lr, l2=0.0, weight_decay=0.0, grad_beta=None):
     """Exact balance after one SGD step (no momentum): a^2 b + lr^2 (|G_W,j|^2 - G_g,j^2 - G_b,j^2).
 
-    Equation (3): a = 1 - lr (l2 + weight_decay); ``grad_*`` are the loss gradients (without L2).
-    Holds for any loss of the logits (1) and any minibatch.
+    Equation (3): a = 1 - lr (l2 + weight_decay); ``grad_*`` are the loss gradients (without L2);
+    ``b`` (p,) the balance before the step. Holds for any loss of the logits (1) and any minibatch.
     """
     lr = check_number("lr", lr, strict=True)
     a = 1.0 - lr * (check_number("l2", l2) + check_number("weight_decay", weight_decay))
     drift = balance(grad_W, grad_gamma, grad_beta)
-    return a * a * np.asarray(b, dtype=np.float64) + lr * lr * drift
+    b = _finite_array("b", b)
+    if b.shape != drift.shape:
+        raise ValueError(f"b must have shape {drift.shape} to match grad_gamma, got {b.shape}")
+    return a * a * b + lr * lr * drift
 
 
 def decay_per_step(lr, l2=0.0, weight_decay=0.0, momentum=0.0) -> float:
@@ -194,24 +205,39 @@ def balance_forgetting_steps(lr, l2=0.0, weight_decay=0.0, momentum=0.0) -> floa
     return math.inf if kappa == 0 else -1.0 / (2.0 * math.log1p(-kappa))
 
 
+def _check_both(both) -> bool:
+    if not isinstance(both, (bool, np.bool_)):
+        raise ValueError(
+            f"both must be a bool: True (alpha on the head and the BN affine) or False (head only) "
+            f"(got {both!r})"
+        )
+    return bool(both)
+
+
 def required_log_contraction(
     alpha, *, init_scale=1.0, equilibrium_scale=None, both=True, tol=0.1
 ) -> float:
     """-ln u: how far (in e-folds of q = (1 - kappa)^2) the init's logits must shrink, model (4).
 
-    u solves (alpha^k s_0 u + s* (1 - u)) = r (s_0 u + s* (1 - u)), r = exp(+-tol); without s*
-    (``equilibrium_scale=None``) the decay-only bound ln(|alpha^k - 1| / tol). 0 when alpha^k is
-    within ``tol`` of 1. Lr-free: divide by -ln q per step (or accumulate it over a schedule).
+    u solves (alpha^k s_0 u + s* (1 - u)) = r (s_0 u + s* (1 - u)), r = exp(+-tol) (the sign of
+    alpha^k - 1). Without s* (``equilibrium_scale=None``) the decay-only value, (4) with s* = s_0:
+    u = (r - 1) / (alpha^k - 1), -ln u = ln(|alpha^k - 1| / |r - 1|); an upper bound on (4)'s value
+    whenever s* >= s_0, for every alpha (derived here: the denominator s* - (s* - s_0) u is >= s_0).
+    0 when alpha^k is within ``tol`` of 1. Lr-free: divide by -ln q per step (or accumulate it over
+    a schedule).
     """
     alpha = check_number("alpha", alpha, strict=True)
     tol = check_number("tol", tol, strict=True)
     s0 = check_number("init_scale", init_scale, strict=True)
+    both = _check_both(both)
+    s_eq = (
+        s0
+        if equilibrium_scale is None
+        else check_number("equilibrium_scale", equilibrium_scale, strict=True)
+    )
     start = alpha ** (2 if both else 1)
     if abs(math.log(start)) <= tol:
         return 0.0
-    if equilibrium_scale is None:
-        return math.log(abs(start - 1.0) / tol)
-    s_eq = check_number("equilibrium_scale", equilibrium_scale, strict=True)
     r = math.exp(math.copysign(tol, start - 1.0))
     u = (r - 1.0) * s_eq / (s0 * (start - r) + (r - 1.0) * s_eq)
     return max(-math.log(u), 0.0)
@@ -233,7 +259,7 @@ def logit_scale_forgetting_steps(
 
     ``init_scale`` s_0: the RMS logit at alpha = 1; ``equilibrium_scale`` s*: the alpha-independent
     RMS logit the run relaxes to (measured, e.g. from the alpha = 1 run; None: the decay-only bound
-    ln(|alpha^k - 1| / tol) / (-ln q)); ``both``: alpha scales the head and the BN affine (k = 2)
+    ln(|alpha^k - 1| / |e^{+-tol} - 1|) / (-ln q), (4) with s* = s_0); ``both``: alpha scales the head and the BN affine (k = 2)
     or the head only (k = 1). ``inf`` without decay (the balance and, for practical horizons, the
     logit scale keep alpha: module docstring). Regime: alpha >= 4, 15% (module docstring).
     """
@@ -253,6 +279,8 @@ def logit_scale_forgetting_steps(
 
 
 def _check_betas(betas) -> tuple[float, float]:
+    if np.ndim(betas) != 1 or len(betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2), each in [0, 1) (got {betas!r})")
     beta1, beta2 = betas
     return check_number("beta1", beta1, high=1.0), check_number("beta2", beta2, high=1.0)
 
