@@ -150,8 +150,20 @@ _LOG_MAX_FLOAT = math.log(np.finfo(np.float64).max)
 
 
 # ------------------------------------------------------------------------------------ the loss (1)
+def _check_scale(X: np.ndarray) -> np.ndarray:
+    """X whose Gram matrix X^T X is finite in float64 (the solves and norms below need it)."""
+    largest = float(np.max(np.abs(X)))
+    if largest * largest * X.size >= np.finfo(np.float64).max:
+        raise ValueError(
+            f"X must be finite and its Gram matrix X^T X representable in float64 (max |x_ij| = "
+            f"{largest:.3g} overflows it): rescale the features"
+        )
+    return X
+
+
 def _check_labels(X, y) -> tuple[np.ndarray, np.ndarray]:
     X, y = check_data(X, y)
+    _check_scale(X)
     if not np.all(np.abs(y) == 1.0):
         raise ValueError("y must hold labels in {-1, +1}")
     return X, y
@@ -197,7 +209,7 @@ def hessian(X, y, w) -> np.ndarray:
 
 def kept_component(X, w0) -> np.ndarray:
     """P_perp w_0: the init's component off the data's span, kept exactly by GD without decay (3)."""
-    X, _ = check_data(X)
+    X = _check_scale(check_data(X)[0])
     return linear.null_space_projector(X) @ _check_w(w0, X.shape[1], "w0")
 
 

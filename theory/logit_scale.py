@@ -227,6 +227,8 @@ def balance_forgetting_steps(lr, l2=0.0, weight_decay=0.0, momentum=0.0) -> floa
     return math.inf if kappa == 0 else -1.0 / (2.0 * math.log1p(-kappa))
 
 
+#: Above this ln(alpha^2), alpha^2 is computed in logs (exp(700) is near the float range).
+_LOG_HUGE = 700.0
 #: Head only (``both=False``) against (4) with k = 1 on the panel of the module docstring.
 HEAD_ONLY_REFUSAL = (
     "both=False (alpha on the head only, the gain not scaled): no law; the gain takes a loss "
@@ -269,10 +271,13 @@ def required_log_contraction(
         if equilibrium_scale is None
         else check_number("equilibrium_scale", equilibrium_scale, strict=True)
     )
-    start = alpha**2
-    if abs(math.log(start)) <= tol:
+    log_start = 2.0 * math.log(alpha)
+    if abs(log_start) <= tol:
         return 0.0
-    r = math.exp(math.copysign(tol, start - 1.0))
+    r = math.exp(math.copysign(tol, log_start))
+    if log_start > _LOG_HUGE:  # alpha^2 past the float range: -ln u -> ln(alpha^2 s0 / ((r-1) s*))
+        return log_start + math.log(s0 / ((r - 1.0) * s_eq))
+    start = math.exp(log_start)
     u = (r - 1.0) * s_eq / (s0 * (start - r) + (r - 1.0) * s_eq)
     return max(-math.log(u), 0.0)
 
@@ -325,13 +330,15 @@ def _check_betas(betas) -> tuple[float, float]:
 def _adam_excess(excess, lrs, betas):
     """Yield d_1, d_2, ... of recursion (6), one per learning rate in ``lrs`` (an iterable)."""
     beta1, beta2 = betas
-    d, m, v = float(excess), 0.0, 0.0
+    # Homogeneity d_t(k d_0, k lr) = k d_t(d_0, lr): run at |d_0| = 1 (no overflow of d^2), rescale.
+    unit = abs(float(excess)) or 1.0
+    d, m, v = float(excess) / unit, 0.0, 0.0
     for t, lr in enumerate(lrs, start=1):
         m = beta1 * m + (1.0 - beta1) * d
         v = beta2 * v + (1.0 - beta2) * d * d
         if v > 0.0:
-            d = d - lr * (m / (1.0 - beta1**t)) / math.sqrt(v / (1.0 - beta2**t))
-        yield d
+            d = d - (lr / unit) * (m / (1.0 - beta1**t)) / math.sqrt(v / (1.0 - beta2**t))
+        yield d * unit
 
 
 def adam_excess_path(excess, lr, steps, *, betas=(0.9, 0.999), lr_multipliers=None) -> np.ndarray:

@@ -172,3 +172,22 @@ def test_balance_mean_field_range_with_momentum_and_decoupled_decay(draw):
         1.0, abs=0.02
     )
     assert balance_efold_ratio(draw, 0.03, 0.05, 0.9) < 0.75
+
+
+def test_alpha_past_the_float_range_gives_finite_times():
+    """alpha^2 overflows at alpha = 1e200: the log-domain value continues the ordinary one (the time
+    grows by 2 ln(alpha ratio) / (-ln q)); alpha = 1e-200 gives the alpha -> 0 limit of (4)."""
+    lr, l2 = 0.1, 0.1
+    per_efold = -2 * math.log1p(-lr * l2)
+    for scales in ({}, {"init_scale": 0.5, "equilibrium_scale": 2.0}):
+        big = ls.logit_scale_forgetting_steps(1e200, lr, l2=l2, **scales)
+        ordinary = ls.logit_scale_forgetting_steps(1e150, lr, l2=l2, **scales)
+        assert big - ordinary == pytest.approx(2 * math.log(1e50) / per_efold, rel=1e-9)
+    tiny = ls.logit_scale_forgetting_steps(1e-200, lr, l2=l2, init_scale=0.5, equilibrium_scale=2.0)
+    assert tiny == pytest.approx(model_4_time(0.0, lr * l2, 0.5, 2.0, 0.1), rel=1e-8)
+
+
+def test_adam_excess_path_past_the_float_range_is_homogeneous():
+    path = ls.adam_excess_path(1e300, 1e298, 50)
+    assert np.all(np.isfinite(path))
+    np.testing.assert_allclose(path / 1e300, ls.adam_excess_path(1.0, 1e-2, 50), rtol=1e-12)
