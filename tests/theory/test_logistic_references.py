@@ -180,8 +180,8 @@ def test_hard_margin_against_slsqp(seed):
         options={"ftol": 1e-15, "maxiter": 500},
     )
     assert res.success
-    np.testing.assert_allclose(hm.w_svm, res.x, rtol=1e-6, atol=1e-8)
-    assert hm.margin == pytest.approx(1 / np.linalg.norm(res.x), rel=1e-6)
+    np.testing.assert_allclose(hm.w_svm, res.x, rtol=1e-10, atol=1e-12)  # measured 7e-15
+    assert hm.margin == pytest.approx(1 / np.linalg.norm(res.x), rel=1e-10)
 
 
 @pytest.mark.parametrize(
@@ -205,7 +205,7 @@ def test_minimizer_against_bfgs(l2, momentum, weight_decay):
         options={"gtol": 1e-12},
     )
     w_star = logistic.minimizer(X, y, l2, momentum, weight_decay)
-    np.testing.assert_allclose(w_star, res.x, atol=1e-7)
+    np.testing.assert_allclose(w_star, res.x, atol=1e-7)  # measured 2.3e-9 (BFGS's gtol)
 
 
 def test_hessian_against_finite_differences_of_the_gradient():
@@ -226,7 +226,7 @@ def test_hessian_against_finite_differences_of_the_gradient():
 def test_transient_bounds_speed_and_basin_radius():
     """speed G bounds |grad L| everywhere (sampled near and far); within basin_radius of w* the
     Hessian on the span is within 10% of min h, and GD started on the basin's edge along the
-    slowest direction contracts at forgetting_times' rate to within 10%."""
+    slowest direction contracts at forgetting_times' rate to within 1e-3."""
     from tests.theory.test_logistic import nonseparable_problem
 
     X, y = nonseparable_problem()
@@ -257,4 +257,4 @@ def test_transient_bounds_speed_and_basin_radius():
     run = simulate_logistic(X, y, w_star + bounds.basin_radius * slow, lr, record)
     deviation = np.abs((run.weights[:, 0] - w_star) @ slow)
     measured = -1.0 / np.polyfit(record, np.log(deviation), 1)[0]
-    assert measured == pytest.approx(times[1], rel=0.1)
+    assert measured == pytest.approx(times[1], rel=1e-3)  # measured 8e-5: a cautious radius
