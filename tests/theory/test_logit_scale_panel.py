@@ -42,6 +42,11 @@ BAND = {2.0: (0.44, 1.28), 4.0: (0.60, 1.11), 8.0: (0.69, 1.05)}
 #: Head only: measured / (4) with k = 1, over every draw and alpha (the refusal's message).
 HEAD_ONLY_BAND = (0.07, 0.92)
 MARGIN = 0.03
+#: The largest change of measured - predicted (steps) between alpha = 2 and 8 on one draw
+#: (asserted with 10 steps, two records, of margin).
+OFFSET_SPREAD = 83
+#: measured - predicted (steps) over the panel at alpha = 2, 4, 8 (10 steps of margin).
+OFFSETS = (-308, 98)
 STEPS, L2, TOL = 1500, 0.01, 0.1
 
 
@@ -51,8 +56,9 @@ def panel_features(n, p, classes, seed):
     return (phi - phi.mean(0)) / phi.std(0), rng.integers(0, classes, n)
 
 
-def measured_over_predicted(draw, lr, momentum, both=True):
-    """{alpha: measured / predicted} for alpha in BAND: the last recorded step with memory > tol.
+def measured_and_predicted(draw, lr, momentum, both=True):
+    """{alpha: (measured, predicted)} for alpha in BAND; measured: the step after the last recorded
+    one with memory > tol.
 
     Predicted: logit_scale_forgetting_steps (both), or (4) with k = 1 by bisection (head only).
     """
@@ -87,7 +93,7 @@ def measured_over_predicted(draw, lr, momentum, both=True):
         else:
             kappa = ls.decay_per_step(lr, L2, momentum=momentum)
             predicted = model_4_time(alpha, kappa, s0, s_eq, TOL, k=1)
-        out[alpha] = ref.steps[last + 1] / predicted
+        out[alpha] = (float(ref.steps[last + 1]), predicted)
     return out
 
 
@@ -96,13 +102,21 @@ CASES = [(d, 0.3, 0.0) for d in DRAWS] + [(d, 0.03, 0.9) for d in MOMENTUM_DRAWS
 
 @pytest.mark.parametrize("draw, lr, momentum", CASES)
 def test_model_4_within_the_stated_band(draw, lr, momentum):
-    for alpha, ratio in measured_over_predicted(draw, lr, momentum).items():
+    times = measured_and_predicted(draw, lr, momentum)
+    for alpha, (measured, predicted) in times.items():
         low, high = BAND[alpha]
-        assert low - MARGIN <= ratio <= high + MARGIN, (alpha, ratio)
+        assert low - MARGIN <= measured / predicted <= high + MARGIN, (alpha, measured, predicted)
+    # The error is mostly an alpha-free offset in steps: measured - predicted spans up to 308 steps
+    # over the panel but changes by at most 83 between alpha = 2 and 8 on any one draw.
+    offsets = [measured - predicted for measured, predicted in times.values()]
+    assert max(offsets) - min(offsets) <= OFFSET_SPREAD + 10
+    assert OFFSETS[0] - 10 <= min(offsets) and max(offsets) <= OFFSETS[1] + 10
 
 
 def test_head_only_is_refused_and_the_refusal_states_the_panel_band():
-    ratios = [r for d in DRAWS for r in measured_over_predicted(d, 0.3, 0.0, both=False).values()]
+    ratios = [
+        m / p for d in DRAWS for m, p in measured_and_predicted(d, 0.3, 0.0, both=False).values()
+    ]
     low, high = HEAD_ONLY_BAND
     assert low - MARGIN <= min(ratios) and max(ratios) <= high + MARGIN
     assert f"{low:.2f}-{high:.2f}" in ls.HEAD_ONLY_REFUSAL
