@@ -7,6 +7,7 @@ import pytest
 
 from initmem.theory import logistic as lg
 from initmem.theory import logit_scale as ls
+from initmem.theory.simulate import simulate_logit_scale
 from tests.theory.test_logistic import nonseparable_problem, separable_problem
 
 XS, YS = separable_problem()
@@ -118,6 +119,10 @@ W, G = np.ones((3, 4)), np.ones(4)
         (lambda: ls.required_log_contraction(4.0, equilibrium_scale=0.0), "equilibrium_scale"),
         (lambda: ls.required_log_contraction(4.0, both=1), "both must be a bool"),
         (lambda: ls.required_log_contraction(4.0, both=False), "no law"),
+        (
+            lambda: simulate_logit_scale(np.ones((4, 2)), [0, 1, 0, 1], 2, 2.0, 0.1, 5, both="no"),
+            "both must be a bool",
+        ),
         (lambda: ls.logit_scale_forgetting_steps(4.0, 0.0, l2=0.1), "lr must be finite"),
         (lambda: ls.logit_scale_forgetting_steps(np.inf, 0.1, l2=0.1), "alpha must be finite"),
         (lambda: ls.logit_scale_forgetting_steps(4.0, 0.1, l2=20.0), r"must be < 1"),
