@@ -51,6 +51,7 @@ import pandas as pd
 from .checks import check_integer, check_number
 from .linear import null_space_forgetting_time
 from .logit_scale import (
+    HEAD_ONLY_REFUSAL,
     adam_logit_scale_forgetting_steps,
     decay_per_step,
     required_log_contraction,
@@ -325,13 +326,15 @@ def _head_row(
         return _adaptive_head_row(pipeline, alpha, tol, equilibrium_gain, both)
     if pipeline.l2 == 0 and pipeline.weight_decay == 0:
         return True, math.inf, "kept: gradient flow conserves the balance |W_j|^2 - gamma_j^2"
+    if not both:
+        return False, math.nan, "no prediction: " + HEAD_ONLY_REFUSAL
     needed = required_log_contraction(
         alpha, init_scale=init_scale, equilibrium_scale=equilibrium, both=both, tol=tol
     )
     formula = (
         "-ln u / (-2 ln(1 - kappa)), model (4) of logit_scale"
         if equilibrium is not None
-        else "ln(|alpha^k - 1| / tol) / (-2 ln(1 - kappa)) (decay-only bound)"
+        else "ln(|alpha^k - 1| / |e^{+-tol} - 1|) / (-2 ln(1 - kappa)) (decay-only bound)"
     )
     momentum = pipeline.momentum
     lr, mults = pipeline.time_schedule
@@ -438,7 +441,8 @@ def predict_forgetting(
     Cross-entropy groups (``ForgettingReport.groups``): the head x last-BN-gain pair forgets by
     :mod:`~initmem.theory.logit_scale`'s model (4) with ``logit_scale`` (RMS logit at alpha = 1 at
     init) and ``equilibrium_logit_scale`` (where the run settles; without it the decay-only
-    bound); ``head_and_bn_scaled``: alpha scales both (logits ~ alpha^2) or the head only. Adam
+    bound); ``head_and_bn_scaled``: alpha scales both (logits ~ alpha^2) or the head only (no
+    law: an explicit "no prediction" row). Adam
     with coupled L2 (no decoupled decay, alpha on head and gain): law (7) of
     :mod:`~initmem.theory.logit_scale` with ``equilibrium_gain`` (RMS BN gain where the alpha = 1
     run settles; beta1 = 0.9 and the pipeline's ``beta2``); other Adam-family pipelines, and Adam

@@ -120,6 +120,7 @@ from . import linear
 from .checks import check_data, check_momentum, check_number
 
 __all__ = [
+    "ASYMPTOTIC_FROM",
     "CASES",
     "HardMargin",
     "Separability",
@@ -145,11 +146,24 @@ __all__ = [
 CASES = ("separable", "partly separable", "not separable")
 #: |l'''(u)| <= 1 / (6 sqrt 3) for the logistic loss: the Hessian's Lipschitz factor.
 _THIRD_DERIVATIVE_BOUND = 1.0 / (6.0 * math.sqrt(3.0))
+_LOG_MAX_FLOAT = math.log(np.finfo(np.float64).max)
 
 
 # ------------------------------------------------------------------------------------ the loss (1)
+def _check_scale(X: np.ndarray) -> np.ndarray:
+    """X whose Gram matrix X^T X is finite in float64 (the solves and norms below need it)."""
+    largest = float(np.max(np.abs(X)))
+    if largest * largest * X.size >= np.finfo(np.float64).max:
+        raise ValueError(
+            f"X must be finite and its Gram matrix X^T X representable in float64 (max |x_ij| = "
+            f"{largest:.3g} overflows it): rescale the features"
+        )
+    return X
+
+
 def _check_labels(X, y) -> tuple[np.ndarray, np.ndarray]:
     X, y = check_data(X, y)
+    _check_scale(X)
     if not np.all(np.abs(y) == 1.0):
         raise ValueError("y must hold labels in {-1, +1}")
     return X, y
@@ -195,7 +209,7 @@ def hessian(X, y, w) -> np.ndarray:
 
 def kept_component(X, w0) -> np.ndarray:
     """P_perp w_0: the init's component off the data's span, kept exactly by GD without decay (3)."""
-    X, _ = check_data(X)
+    X = _check_scale(check_data(X)[0])
     return linear.null_space_projector(X) @ _check_w(w0, X.shape[1], "w0")
 
 
@@ -315,18 +329,54 @@ def max_margin(X, y) -> tuple[np.ndarray, float]:
     return hm.direction, hm.margin
 
 
+def _stable_lr(Z: np.ndarray, lr) -> float:
+    """lr in (0, 8 n / sigma_max(Z)^2): GD on the mean loss below 2 / its smoothness constant."""
+    lr = check_number("lr", lr, strict=True)
+    bound = 8.0 * Z.shape[0] / np.linalg.norm(Z, 2) ** 2
+    if lr >= bound:
+        raise ValueError(
+            f"lr must be < 8 n / sigma_max(Z)^2 = {bound:.6g} here (got {lr!r}): the separable "
+            "results (Soudry et al. 2018) assume GD below 2 / the mean loss's smoothness"
+        )
+    return lr
+
+
+def _nondegenerate_margin(X, y) -> HardMargin:
+    """The hard margin, with ValueError if an example lies on the margin with SVM dual 0.
+
+    Soudry et al.'s w_tilde and the residual's rate assume every example on the margin is a support
+    vector with a_i > 0 (their Theorem 4's "almost every data set"); on such degenerate data the
+    support equation misses an example GD does feel (module docstring).
+    """
+    hm = hard_margin(X, y)
+    X, _ = _check_labels(X, y)
+    margins = _signed(X, y) @ hm.w_svm
+    on_margin = np.flatnonzero(~hm.support & (margins <= 1.0 + 1e-8))
+    if on_margin.size:
+        i = int(on_margin[0])
+        raise ValueError(
+            f"degenerate support: example {i} (x = {X[i].tolist()}, y = {float(y[i]):+g}) lies on "
+            f"the margin (y x^T w_svm = {margins[i]:.12g}) with SVM dual 0; residual_limit, "
+            "residual_decay_exponent and init_share assume every example on the margin has a_i > 0 "
+            "(Soudry et al. 2018, Theorem 4)"
+        )
+    return hm
+
+
 def residual_limit(X, y, lr: float) -> np.ndarray:
     """Soudry et al.'s w_tilde: the limit of rho_t = w_t - w_svm ln t on the support vectors' span.
 
     Solves (lr / n) exp(-z_i^T w_tilde) = a_i for the support vectors (a the SVM dual), w_tilde in
     their span: z_i^T w_tilde = ln(lr / (n a_i)). Their eta is our lr / n (summed vs mean loss).
     Independent of the init. Gradient flow in continuous time tau = lr * t: pass ``lr=1``.
-    Assumes what Soudry et al.'s Theorem 4 assumes (almost every data set: every support vector has
-    a_i > 0); where the support vectors do not span the data, rho_t off their span is not covered.
+    Assumes what Soudry et al.'s Theorem 4 assumes, checked: lr < 8 n / sigma_max(Z)^2 (GD stable)
+    and no example on the margin with a_i = 0 (degenerate support); ValueError naming the bound or
+    the offending example otherwise. Where the support vectors do not span the data, rho_t off their
+    span is not covered.
     """
-    lr = check_number("lr", lr, strict=True)
-    hm = hard_margin(X, y)
     Z = _signed(X, y)
+    lr = _stable_lr(Z, lr)
+    hm = _nondegenerate_margin(X, y)
     n = Z.shape[0]
     Zs = Z[hm.support]
     target = np.log(lr / (n * hm.dual[hm.support]))
@@ -338,9 +388,11 @@ def residual_decay_exponent(X, y) -> float:
 
     lambda: the smallest eigenvalue of sum_S a_i z_i z_i^T on the support vectors' span; theta: the
     smallest margin z_j^T w_svm of the other examples (inf if none). Derived here (module docstring,
-    log-time linearization); the init's part of the residual is forgotten like t^-p.
+    log-time linearization); the init's part of the residual is forgotten like t^-p. ValueError on
+    degenerate support (an example on the margin with a_i = 0, where theta - 1 = 0 would be
+    returned for an example the support equation does not hold).
     """
-    hm = hard_margin(X, y)
+    hm = _nondegenerate_margin(X, y)
     Z = _signed(X, y)
     Zs = Z[hm.support]
     gram = (Zs.T * hm.dual[hm.support]) @ Zs
@@ -353,40 +405,85 @@ def residual_decay_exponent(X, y) -> float:
 
 
 def _separable_parts(X, y, w0, lr):
-    hm = hard_margin(X, y)
+    Z = _signed(X, y)
+    w0 = _check_w(w0, Z.shape[1], "w0")
+    lr = _stable_lr(Z, lr)
+    hm = _nondegenerate_margin(X, y)
     kept = kept_component(X, w0)
-    return hm.w_svm, residual_limit(X, y, lr), float(np.linalg.norm(kept))
+    return hm, residual_limit(X, y, lr), float(np.linalg.norm(kept))
+
+
+def _check_steps_array(steps):
+    t = check_number("steps", steps, strict=True)
+    if np.ndim(t) > 1:
+        raise ValueError(f"steps must be a number or a 1-D array (got shape {np.shape(t)})")
+    return t
 
 
 def init_share(X, y, w0, lr: float, steps) -> np.ndarray:
     """Predicted init share of the direction, |P_perp w_0| / |w_t|, at ``steps`` (equation (4)).
 
     |P_perp w_0| / sqrt(|w_svm ln t + w_tilde|^2 + |P_perp w_0|^2): asymptotic in t (the residual's
-    init part decays like a power of t, module docstring), exact in its numerator by (3). Assumes
-    separable data, no decay, and support vectors that span the data. Decays like
-    margin * |P_perp w_0| / ln t.
+    init part decays like a power of t, module docstring; t >> n max a_i / lr), exact in its
+    numerator by (3). Assumes separable data, no decay, support vectors that span the data, and
+    what :func:`residual_limit` checks (stable lr, no degenerate support). Decays like
+    margin * |P_perp w_0| / ln t. ``steps``: a number or a 1-D array of steps > 0.
     """
-    w_svm, w_tilde, kept = _separable_parts(X, y, w0, lr)
-    t = check_number("steps", steps, strict=True)
+    t = _check_steps_array(steps)
+    hm, w_tilde, kept = _separable_parts(X, y, w0, lr)
     s = np.log(np.atleast_1d(t))[:, None]
-    span = np.linalg.norm(w_svm[None, :] * s + w_tilde[None, :], axis=1)
-    out = kept / np.sqrt(span**2 + kept**2)
+    span = np.linalg.norm(hm.w_svm[None, :] * s + w_tilde[None, :], axis=1)
+    out = kept / np.sqrt(span**2 + kept**2) if kept > 0 else np.zeros_like(span)
     return float(out[0]) if np.ndim(t) == 0 else out
+
+
+#: The asymptotic form (2) is trusted from this many separation times n max a_i / lr on (the time
+#: the support vectors' margins ln(lr t / (n a_i)) of (2) turn positive).
+ASYMPTOTIC_FROM = 10.0
 
 
 def init_share_forgetting_steps(X, y, w0, lr: float, tol: float) -> float:
     """Steps until the init share (4) falls to ``tol``: exp(s), s the root in the module docstring.
 
     ~ exp(|P_perp w_0| / (|w_svm| tol)): exponential in alpha / tol for w_0 = alpha * w0_draw.
-    0 when the share starts below ``tol`` asymptotically (s <= 0); ``inf`` never happens for
-    |P_perp w_0| finite. Same assumptions as :func:`init_share`.
+    Same assumptions as :func:`init_share`. Returns
+
+    * 0 when P_perp w_0 = 0 (the share is 0 at every step, by (3)), and 0 when the share starts at
+      or below ``tol`` (|P_perp w_0| / |w_0| <= tol) and (4) is below ``tol`` throughout its
+      regime (below);
+    * ``inf`` when the crossing lies beyond the float range (s > ln(max float) ~ 709.8);
+    * exp(s), the larger root, when it lies in the asymptotic regime t >= ASYMPTOTIC_FROM n max_S
+      a_i / lr (a_i the SVM dual), where (2) holds.
+
+    ValueError when the share starts above ``tol`` and the root lies before that regime (or (4)
+    never exceeds ``tol``): the share then falls to ``tol`` in the transient before the margins are
+    positive, which (2)-(4) do not describe (simulate_logistic does). The regime never starts
+    before step 1: |w_svm|^2 = sum a_i <= sigma_max(Z)^2 a_max sum a_i, so at any stable lr
+    10 n a_max / lr > 1.25 (derived here).
     """
     tol = check_number("tol", tol, strict=True, high=1.0)
-    w_svm, w_tilde, kept = _separable_parts(X, y, w0, lr)
-    radius_sq = kept**2 * (1.0 / tol**2 - 1.0)
-    a, b, c = w_svm @ w_svm, w_svm @ w_tilde, w_tilde @ w_tilde - radius_sq
-    s = (-b + math.sqrt(max(b * b - a * c, 0.0))) / a
-    return math.exp(s) if s > 0 else 0.0
+    hm, w_tilde, kept = _separable_parts(X, y, w0, lr)
+    if kept == 0.0:
+        return 0.0
+    w_svm = hm.w_svm
+    n = len(hm.dual)
+    start_share = kept / float(np.linalg.norm(_check_w(w0, len(w_svm), "w0")))
+    regime = math.log(ASYMPTOTIC_FROM * n * float(hm.dual.max()) / lr)
+    a, b = w_svm @ w_svm, w_svm @ w_tilde
+    c = w_tilde @ w_tilde - kept**2 * (1.0 / tol**2 - 1.0)
+    disc = b * b - a * c
+    s = (-b + math.sqrt(disc)) / a if disc > 0 else -math.inf
+    if s <= regime:
+        if start_share <= tol:
+            return 0.0
+        raise ValueError(
+            f"the init share (4) reaches tol = {tol:g} at {math.exp(min(s, 709.0)):.4g} steps, "
+            f"before the asymptotic regime t >= {ASYMPTOTIC_FROM:g} n max a_i / lr = "
+            f"{math.exp(regime):.4g} steps where w_t = w_svm ln t + w_tilde (2) holds (the share "
+            f"starts at {start_share:.4g}): it falls to tol in the transient, which (2)-(4) do not "
+            "describe; simulate (simulate_logistic)"
+        )
+    return math.inf if s > _LOG_MAX_FLOAT else math.exp(s)
 
 
 # ------------------------------------------------------------------------ when a minimizer exists
@@ -488,7 +585,8 @@ class TransientBounds:
     ``lower`` = (|w_0 - w*| - r) / (lr G), G = (1/n) sum |z_i| (the largest gradient norm), linear in
     alpha; ``upper`` = |w_0 - w*|^2 / (lr mu_r r^2) (convexity), quadratic in alpha; ``speed`` = G.
     ``basin_radius``: the radius within which the Hessian is within 10% of H* on the span
-    (0.1 min h / M), where :func:`forgetting_times` holds to about 10%.
+    (0.1 min h / M), where :func:`forgetting_times` holds to about 10% (a cautious radius: GD
+    started on its edge along the slowest direction kept the local rate to 8e-5 in the tests).
     """
 
     lower: float

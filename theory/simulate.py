@@ -419,6 +419,8 @@ def simulate_logit_scale(
     lr = check_number("lr", lr, strict=True)
     if optimizer not in ("sgd", "adam", "adamw"):
         raise ValueError(f"optimizer must be one of ['sgd', 'adam', 'adamw'] (got {optimizer!r})")
+    if not isinstance(both, (bool, np.bool_)):
+        raise ValueError(f"both must be a bool (got {both!r})")
     rng = np.random.default_rng(seed)
     W = alpha * rng.uniform(-1.0, 1.0, (classes, p)) / math.sqrt(p)
     gamma = np.full(p, alpha if both else 1.0)

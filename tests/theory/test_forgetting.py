@@ -262,6 +262,10 @@ def test_groups_rank_the_predicted_and_mark_the_rest():
     assert not adam.loc["head_logit_scale"].prediction
     plain = predict_forgetting(Pipeline(lr=1e-3), 4.0).groups.set_index("group")
     assert plain.loc["head_logit_scale"].steps == math.inf
+    # SGD + decay with alpha on the head only: no law (logit_scale refuses it), an explicit row.
+    head_only = predict_forgetting(sgd, 4.0, head_and_bn_scaled=False).groups.set_index("group")
+    row = head_only.loc["head_logit_scale"]
+    assert not row.prediction and math.isnan(row.steps) and "head only" in row.formula
     json.dumps(report.to_dict(), allow_nan=False)
 
 

@@ -1,6 +1,7 @@
 """The logit scale of a softmax head on BatchNorm features: the balance identity (torch, float64,
 1e-10), its decay, and the relaxation model (4) of initmem.theory.logit_scale against simulation
-(fixed random features, float64; 20% for alpha >= 2, its stated regime)."""
+(fixed random features, float64; on this one draw 15% at alpha >= 4 and 25% at alpha = 2; the
+band over random draws is test_logit_scale_panel's)."""
 
 import math
 
