@@ -22,16 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .plugins import PLUGIN_PATTERN
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
 DATASETS = ("cifar10", "fashion-mnist", "cifar10-fixture", "synthetic")
-MODELS = ("resnet9", "resnet18")
+MODELS = ("resnet9", "resnet18", "vit-tiny", "mlp-mixer", "nf-resnet", "mlp", "mlp-ln")
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 SCHEDULES = ("constant", "step", "cosine")
-ALPHA_GROUPS = ("all", "conv", "bn", "head")
+ALPHA_GROUPS = ("all", "conv", "scale_invariant", "norm", "bn", "head")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 
@@ -194,7 +196,10 @@ class RunConfig:
     # ---------------------------------------------------------------- derived sizes
     @property
     def train_pool_size(self) -> int:
-        """Images in the official training set before the validation split."""
+        """Images in the official training set before the validation split (for a plug-in data set,
+        whose pool is known only once read: ``train_size + val_size``, the part of it the run uses)."""
+        if ":" in self.dataset:
+            return (self.train_size or 0) + (self.val_size or 0)
         return TRAIN_POOL_SIZES[self.dataset]
 
     @property
@@ -241,8 +246,28 @@ class RunConfig:
     # ---------------------------------------------------------------- validation
     def validate(self) -> RunConfig:
         """Check every field against its allowed range; raise ConfigError naming the first bad one."""
-        _choice("dataset", self.dataset, DATASETS)
-        _choice("model", self.model, MODELS)
+        plugin_data = ":" in self.dataset  # a plug-in (empirical/plugins.py): its shape only
+        if plugin_data:
+            if not PLUGIN_PATTERN.match(self.dataset):
+                raise ConfigError(
+                    f"dataset {self.dataset!r} is not one of {list(DATASETS)} nor of the form "
+                    "'package.module:function'"
+                )
+            if self.train_size is None or self.val_size is None:
+                raise ConfigError(
+                    f"dataset {self.dataset!r} is a plug-in: give train_size and val_size (its pool "
+                    "sizes are known only once it is read)"
+                )
+        else:
+            _choice("dataset", self.dataset, DATASETS)
+        if ":" in self.model:  # a plug-in (empirical/plugins.py): checked here for its shape only
+            if not PLUGIN_PATTERN.match(self.model):
+                raise ConfigError(
+                    f"model {self.model!r} is not one of {list(MODELS)} nor of the form "
+                    "'package.module:function'"
+                )
+        else:
+            _choice("model", self.model, MODELS)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("schedule", self.schedule, SCHEDULES)
         _choice("device", self.device, DEVICES)
@@ -294,7 +319,7 @@ class RunConfig:
                 f"train_size must be at most {available} for {self.dataset} with val_size "
                 f"{self.resolved_val_size} (got {self.train_size})"
             )
-        test_pool = TEST_POOL_SIZES[self.dataset]
+        test_pool = math.inf if plugin_data else TEST_POOL_SIZES[self.dataset]
         if self.test_size is not None and self.test_size > test_pool:
             raise ConfigError(
                 f"test_size must be at most {test_pool} for {self.dataset} (got {self.test_size})"

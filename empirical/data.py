@@ -36,6 +36,8 @@ import numpy as np
 import torch
 
 from .config import DATASETS, TEST_POOL_SIZES, RunConfig
+from .plugins import PluginError, is_plugin, resolve_plugin
+from .widths import NUM_CLASSES
 
 #: Where the Debian package ``dataset-fashion-mnist`` puts the IDX files.
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
@@ -138,7 +140,7 @@ def load_splits(
     Raises :class:`DataNotFoundError` when no copy is found.
     """
     pool_x, pool_y, test_x, test_y, (mean, std), source = _read_pools(config, download=download)
-    if len(pool_y) != config.train_pool_size:
+    if not is_plugin(config.dataset) and len(pool_y) != config.train_pool_size:
         raise DataNotFoundError(
             f"{source} holds {len(pool_y)} training images, expected {config.train_pool_size} for "
             f"dataset '{config.dataset}' (a partial copy?)"
@@ -147,7 +149,13 @@ def load_splits(
         len(pool_y), config.resolved_val_size, config.train_size, config.split_seed
     )
     test_idx = subset_indices(len(test_y), config.test_size, config.split_seed)
-    classes = FASHION_MNIST_CLASSES if config.dataset == "fashion-mnist" else CIFAR10_CLASSES
+    classes = (
+        FASHION_MNIST_CLASSES
+        if config.dataset == "fashion-mnist"
+        else tuple(str(c) for c in range(NUM_CLASSES))
+        if is_plugin(config.dataset)
+        else CIFAR10_CLASSES
+    )
 
     def to_split(images: np.ndarray, labels: np.ndarray, idx: torch.Tensor) -> ImageSplit:
         picked = torch.from_numpy(images[idx.numpy()])
@@ -223,15 +231,57 @@ def _locate_pools(config: RunConfig, *, download: bool | None) -> tuple[str, Pat
         return "cifar10", folder
     if config.dataset == "fashion-mnist":
         return "fashion-mnist", find_fashion_mnist(config.data_dir, download=download)
-    if config.dataset == "synthetic":
+    if config.dataset == "synthetic" or is_plugin(config.dataset):
         return None
     raise ValueError(f"dataset must be one of {list(DATASETS)} (got {config.dataset!r})")
+
+
+def plugin_pools(config: RunConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pools of a plug-in data set (``dataset = "package.module:function"``, :mod:`.plugins`):
+    ``function(config)`` must return ``(train_x, train_y, test_x, test_y)``, uint8 images
+    ``(n, 3, 32, 32)`` (numpy or torch) and integer labels in ``0 .. 9``; the training pool must hold at
+    least ``train_size + val_size`` images. Anything else raises :class:`~.plugins.PluginError`
+    naming the data set and what is wrong."""
+    function = resolve_plugin(config.dataset, "dataset")
+    returned = function(config)
+    where = f"dataset = {config.dataset!r}"
+    if not (isinstance(returned, tuple | list) and len(returned) == 4):
+        raise PluginError(f"{where} must return (train_x, train_y, test_x, test_y)")
+    arrays = [np.asarray(a.cpu() if hasattr(a, "cpu") else a) for a in returned]
+    for name, images in (("train_x", arrays[0]), ("test_x", arrays[2])):
+        if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (3, 32, 32):
+            raise PluginError(
+                f"{where}: {name} must be uint8 images (n, 3, 32, 32) (got {images.dtype} "
+                f"{images.shape})"
+            )
+    for name, labels, images in (
+        ("train_y", arrays[1], arrays[0]),
+        ("test_y", arrays[3], arrays[2]),
+    ):
+        if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
+            raise PluginError(f"{where}: {name} must hold one integer label per image")
+        if labels.size and not 0 <= labels.min() <= labels.max() < NUM_CLASSES:
+            raise PluginError(
+                f"{where}: {name} must lie in 0..{NUM_CLASSES - 1} (the models' classes)"
+            )
+    needed = config.resolved_train_size + config.resolved_val_size
+    if len(arrays[1]) < needed:
+        raise PluginError(
+            f"{where}: the training pool holds {len(arrays[1])} images, fewer than train_size + "
+            f"val_size = {needed}"
+        )
+    for array in arrays:
+        array.setflags(write=False)
+    return arrays[0], arrays[1].astype(np.uint8), arrays[2], arrays[3].astype(np.uint8)
 
 
 def _read_pools(config: RunConfig, *, download: bool | None):
     """(train pool images, labels, test images, labels, (mean, std), source text); images uint8
     ``(n, 3, 32, 32)``, read-only; (mean, std) the training pool's channel statistics."""
     located = _locate_pools(config, download=download)
+    if is_plugin(config.dataset):
+        pools = plugin_pools(config)
+        return (*pools, channel_stats(pools[0]), f"plug-in {config.dataset}")
     if located is None:
         return (
             *synthetic_pools(config),

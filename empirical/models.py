@@ -33,24 +33,20 @@ the network at initialization, in train mode (BatchNorm uses batch statistics):
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from collections.abc import Iterable
 
 import torch
 from torch import nn
 
+from .architectures import ARCHITECTURES
 from .config import ALPHA_GROUPS, RunConfig
+from .plugins import PluginError, is_plugin, resolve_plugin
+from .widths import NUM_CLASSES, scaled_channels
 
-NUM_CLASSES = 10
 #: Page's fixed logit scale for ResNet-9.
 RESNET9_OUTPUT_SCALE = 0.125
-
-
-def scaled_channels(channels: int, width: float) -> int:
-    """``max(1, floor(channels * width + 0.5))``: the channel count at width multiplier ``width``."""
-    if not width > 0:
-        raise ValueError(f"width must be > 0 (got {width})")
-    return max(1, int(channels * width + 0.5))
 
 
 class ConvBN(nn.Sequential):
@@ -159,38 +155,80 @@ def resnet18(width: float = 1.0, num_classes: int = NUM_CLASSES) -> nn.Sequentia
     return nn.Sequential(layers)
 
 
-MODEL_BUILDERS = {"resnet9": resnet9, "resnet18": resnet18}
+#: Built-in models by name (:data:`.config.MODELS`); a ``"package.module:function"`` string names a
+#: plug-in (:mod:`.plugins`).
+MODEL_BUILDERS = {"resnet9": resnet9, "resnet18": resnet18, **ARCHITECTURES}
+
+
+def default_model(config: RunConfig) -> nn.Module:
+    """The config's model with its default init drawn from ``config.seed`` (the global RNG is left as
+    it was), before any init scaling: a built-in builder at ``config.width``, or a plug-in's
+    ``function(config)``."""
+    if is_plugin(config.model):
+        builder = resolve_plugin(config.model, "model")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            model = builder(config)
+        if not isinstance(model, nn.Module):
+            raise PluginError(
+                f"model = {config.model!r} returned {type(model).__name__}, not a torch.nn.Module"
+            )
+        return model
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return MODEL_BUILDERS[config.model](config.width)
 
 
 def build_model(config: RunConfig) -> nn.Module:
-    """The config's model with the default init drawn from ``config.seed`` (the global RNG is left as it
-    was), then scaled by ``config.alpha`` on ``config.alpha_groups``."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
-        model = MODEL_BUILDERS[config.model](config.width)
+    """:func:`default_model`, then scaled by ``config.alpha`` on ``config.alpha_groups``."""
+    model = default_model(config)
     apply_init_scale(model, config.alpha, config.alpha_groups)
     return model
 
 
 # ---------------------------------------------------------------------------------- parameter groups
+#: Normalization layers: their affine parameters form the ``norm`` group, and a weight whose output
+#: they normalize is scale-invariant (:func:`scale_invariant_parameters`).
+NORM_LAYERS = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)
+
+
+def head_module(model: nn.Module) -> str | None:
+    """The name of the final linear layer: the module called ``head`` if there is one, else the last
+    ``nn.Linear`` in module order (None if the model has none)."""
+    linears = [name for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    named = [name for name in linears if name.split(".")[-1] == "head"]
+    return named[-1] if named else (linears[-1] if linears else None)
+
+
 def parameter_groups(model: nn.Module) -> dict[str, list[str]]:
-    """Parameter names by group: ``conv`` (conv weights), ``bn`` (BatchNorm weights and biases), ``head``
-    (the final linear layer's parameters), ``all`` (every parameter)."""
-    groups: dict[str, list[str]] = {"conv": [], "bn": [], "head": []}
-    kinds = ((nn.Conv2d, "conv"), (nn.modules.batchnorm._BatchNorm, "bn"), (nn.Linear, "head"))
+    """Parameter names by group, for any model:
+
+    - ``scale_invariant``: the weights :func:`scale_invariant_parameters` finds;
+    - ``conv``: every convolution weight (in the BatchNorm ResNets, exactly the scale-invariant ones);
+    - ``norm``: the affine parameters of normalization layers (BatchNorm, LayerNorm, GroupNorm);
+      ``bn`` is the same group (its name from the BatchNorm-only days);
+    - ``head``: the final linear layer's parameters (:func:`head_module`);
+    - ``all``: every parameter.
+    """
+    groups: dict[str, list[str]] = {"conv": [], "norm": [], "head": []}
+    head = head_module(model)
     for module_name, module in model.named_modules():
-        for kind, group in kinds:
-            if isinstance(module, kind):
-                prefix = f"{module_name}." if module_name else ""
-                groups[group] += [
-                    prefix + name for name, _ in module.named_parameters(recurse=False)
-                ]
+        prefix = f"{module_name}." if module_name else ""
+        own = [prefix + name for name, _ in module.named_parameters(recurse=False)]
+        if isinstance(module, nn.modules.conv._ConvNd):
+            groups["conv"] += [n for n in own if n.endswith(".weight") or n == "weight"]
+        elif isinstance(module, NORM_LAYERS):
+            groups["norm"] += own
+        if module_name == head and head is not None:
+            groups["head"] += own
+    groups["bn"] = list(groups["norm"])
+    groups["scale_invariant"] = scale_invariant_parameters(model)
     groups["all"] = [name for name, _ in model.named_parameters()]
     return groups
 
 
 def apply_init_scale(model: nn.Module, alpha: float, groups: Iterable[str] = ("all",)) -> nn.Module:
-    """Multiply, in place, the parameters of ``groups`` (any of ``all``, ``conv``, ``bn``, ``head``) by
+    """Multiply, in place, the parameters of ``groups`` (any of :data:`.config.ALPHA_GROUPS`) by
     ``alpha > 0``; see the module docstring for what each choice does to the function. Returns ``model``."""
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0 (got {alpha})")
@@ -209,28 +247,151 @@ def apply_init_scale(model: nn.Module, alpha: float, groups: Iterable[str] = ("a
     return model
 
 
+# ---------------------------------------------------------------------------------- scale invariance
+#: Operations that only move values around: a weight's output that passes through them into a
+#: normalization layer is still normalized as a whole.
+_SHAPE_METHODS = {"view", "reshape", "flatten", "permute", "transpose", "contiguous", "unflatten"}
+_SHAPE_FUNCTIONS = {torch.flatten, torch.reshape, torch.permute, torch.transpose}
+_WEIGHTED = (nn.modules.conv._ConvNd, nn.Linear)
+
+
+def _normalized_by(node, modules: dict[str, nn.Module]) -> bool:
+    """Whether every path from ``node``'s output reaches a normalization layer through shape-only
+    operations (and at least one does)."""
+    if not node.users:
+        return False
+    for user in node.users:
+        if user.op == "call_module" and isinstance(modules[user.target], NORM_LAYERS):
+            continue
+        shape_only = (user.op == "call_method" and user.target in _SHAPE_METHODS) or (
+            user.op == "call_function" and user.target in _SHAPE_FUNCTIONS
+        )
+        if not (
+            shape_only and user.args and user.args[0] is node and _normalized_by(user, modules)
+        ):
+            return False
+    return True
+
+
+def _invariant_weight(module: nn.Module, calls: list, modules: dict[str, nn.Module]) -> bool:
+    """Identity (A) of :func:`scale_invariant_parameters` for one module called at ``calls``."""
+    if getattr(module, "standardizes_weight", False):
+        return True
+    if not isinstance(module, _WEIGHTED) or not calls:
+        return False
+    for call in calls:
+        if not _normalized_by(call, modules):
+            return False
+        norms = _norms_reached(call, modules)
+        bias_cancels = all(isinstance(n, nn.modules.batchnorm._BatchNorm) for n in norms)
+        if module.bias is not None and not bias_cancels:
+            return False
+    return True
+
+
+def _norms_reached(node, modules: dict[str, nn.Module]) -> list[nn.Module]:
+    found = []
+    for user in node.users:
+        if user.op == "call_module" and isinstance(modules[user.target], NORM_LAYERS):
+            found.append(modules[user.target])
+        else:
+            found += _norms_reached(user, modules)
+    return found
+
+
 def scale_invariant_parameters(model: nn.Module) -> list[str]:
-    """Names of the conv weights followed directly by BatchNorm (in a :class:`ConvBN`): the loss is
-    invariant to ``w -> c w`` for these in train mode, so ``<w, grad> = 0`` and their effective learning
-    rate is ``lr / |w|^2``."""
+    """Names of the weights ``w`` whose scale the train-mode function ignores: ``f(c w) = f(w)`` for
+    every ``c > 0``, so ``<w, grad> = 0`` and the effective learning rate is ``lr / |w|^2``
+    (theory/normalized.py).
+
+    Identity (A), read off the module graph (``torch.fx``): the weight of a convolution or linear
+    layer whose output reaches, through shape-only operations alone, nothing but normalization layers
+    (BatchNorm in train mode, LayerNorm, GroupNorm), which divide out any scale of their input. A bias
+    is cancelled by BatchNorm's per-channel mean (it is constant over the normalized axes) but not by
+    LayerNorm or GroupNorm: there the layer must be bias-free. A module whose ``standardizes_weight``
+    attribute is true (weight standardization: it normalizes its own weight) counts as well. A weight
+    that also feeds anything else (a residual sum, an activation before the norm) is not invariant.
+
+    Derived here; the BatchNorm case is van Laarhoven (2017) and Arora, Li & Lyu (2019). Exact up to
+    the norm layers' ``eps``. Models that ``torch.fx`` cannot trace fall back to the numeric check
+    (:func:`scale_invariance_check`). The trainer verifies the answer numerically at init and records
+    it in ``config.json`` (docs/run-format.md).
+    """
+    try:
+        traced = torch.fx.symbolic_trace(model)
+    except Exception:  # noqa: BLE001 - any tracing failure: decide numerically instead
+        changes = scale_invariance_check(model)
+        return [name for name, change in changes.items() if change <= INVARIANCE_RTOL]
+    modules = dict(traced.named_modules())
+    calls: dict[str, list] = {}
+    for node in traced.graph.nodes:
+        if node.op == "call_module":
+            calls.setdefault(node.target, []).append(node)
     names = []
     for module_name, module in model.named_modules():
-        if isinstance(module, ConvBN):
-            names.append(f"{module_name}.conv.weight")
+        if "weight" in dict(module.named_parameters(recurse=False)) and _invariant_weight(
+            module, calls.get(module_name, []), modules
+        ):
+            names.append(f"{module_name}.weight" if module_name else "weight")
     return names
+
+
+#: Largest relative change of the float64 output (norm eps ~ 0) that still counts as invariant.
+INVARIANCE_RTOL = 1e-9
+#: The norm layers' eps in the check (BatchNorm refuses 0): its effect, eps / variance, is far below
+#: float64 rounding.
+PROBE_EPS = 1e-30
+#: The factor each weight is scaled by in the check.
+CHECK_FACTOR = 3.0
+
+
+def scale_invariance_check(
+    model: nn.Module, names: Iterable[str] | None = None, *, batch: int = 4, seed: int = 0
+) -> dict[str, float]:
+    """For each parameter of ``names`` (default: every weight with two or more dimensions), the
+    relative change ``max |f(3 w) - f(w)| / max |f(w)|`` of the train-mode output on a seeded probe
+    batch ``(batch, 3, 32, 32)``, computed on a float64 copy with every norm layer's ``eps`` set to :data:`PROBE_EPS`
+    (so an invariant weight gives float64 rounding, about 1e-15, and :data:`INVARIANCE_RTOL` separates
+    the two). ``model`` itself is not changed."""
+    probe_model = copy.deepcopy(model).double().train()
+    for module in probe_model.modules():
+        if isinstance(module, NORM_LAYERS):
+            module.eps = PROBE_EPS
+    params = dict(probe_model.named_parameters())
+    names = [n for n, p in params.items() if p.dim() >= 2] if names is None else list(names)
+    device = next(iter(params.values())).device if params else torch.device("cpu")
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, 3, 32, 32, generator=generator, dtype=torch.float64).to(device)
+    state = {k: v.clone() for k, v in probe_model.state_dict().items()}
+    changes = {}
+    with torch.no_grad():
+        base = probe_model(x)
+        scale = float(base.abs().max())
+        for name in names:
+            probe_model.load_state_dict(state)  # BatchNorm's running statistics back as they were
+            params[name].mul_(CHECK_FACTOR)
+            changes[name] = float((probe_model(x) - base).abs().max()) / max(scale, 1e-300)
+            params[name].div_(CHECK_FACTOR)
+    return changes
 
 
 __all__ = [
     "BasicBlock",
     "ConvBN",
+    "CHECK_FACTOR",
+    "INVARIANCE_RTOL",
     "MODEL_BUILDERS",
+    "NORM_LAYERS",
     "RESNET9_OUTPUT_SCALE",
     "Residual",
     "apply_init_scale",
     "build_model",
+    "default_model",
+    "head_module",
     "parameter_groups",
     "resnet18",
     "resnet9",
+    "scale_invariance_check",
     "scale_invariant_parameters",
     "scaled_channels",
 ]

@@ -313,7 +313,12 @@ class RunFiles:
         return recorded
 
     # ------------------------------------------------------------------ starting
-    def start(self, config: RunConfig, data_description: dict[str, Any]) -> None:
+    def start(
+        self,
+        config: RunConfig,
+        data_description: dict[str, Any],
+        model_description: dict[str, Any] | None = None,
+    ) -> None:
         """Create the folder, write ``config.json``, drop any log or predictions of an older attempt."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.clear()
@@ -323,6 +328,8 @@ class RunFiles:
             "initmem_version": _version(),
             "data": data_description,
         }
+        if model_description is not None:
+            payload["model"] = model_description
         write_atomic(self.path("config.json"), json.dumps(payload, indent=2) + "\n")
         self._set_records([])
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +59,12 @@ from tqdm.auto import tqdm
 
 from .config import ConfigError, RunConfig
 from .data import DataSplits, ImageSplit, augment_batch, shared_splits
-from .models import build_model, scale_invariant_parameters
+from .models import (
+    INVARIANCE_RTOL,
+    build_model,
+    scale_invariance_check,
+    scale_invariant_parameters,
+)
 from .optim import (
     DecoupledDecay,
     add_coupled_l2,
@@ -194,7 +200,7 @@ class RunSession:
         if files.path("last.pt").is_file():
             session._restore(files.load_torch("last.pt"))
         else:
-            files.start(config, session.trainer.data.describe())
+            files.start(config, session.trainer.data.describe(), session.trainer.describe_model())
         return session
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -479,6 +485,25 @@ class Trainer:
         self.lr_factors = config.lr_multipliers()
         self.epoch = 0
         self.interval = IntervalStats(self.params, self.angle_layers)
+
+    def describe_model(self) -> dict[str, Any]:
+        """What ``config.json`` records of the model at init: its parameter count, and for each weight
+        found scale-invariant the relative change of the output when it is scaled by 3 (the numeric
+        check of :func:`~initmem.empirical.models.scale_invariance_check`; float64 rounding where the
+        invariance holds). A weight that fails the check is named in a warning."""
+        names = [n for n in self.names if n in self.scale_invariant]
+        changes = scale_invariance_check(self.model, names)
+        failed = [n for n, change in changes.items() if not change <= INVARIANCE_RTOL]
+        if failed:
+            warnings.warn(
+                f"{self.config.model}: weights found scale-invariant change the output when scaled "
+                f"by 3 (relative change above {INVARIANCE_RTOL:g}): {failed}",
+                stacklevel=2,
+            )
+        return {
+            "parameters": sum(p.numel() for p in self.params),
+            "scale_invariant": changes,
+        }
 
     # ------------------------------------------------------------------ training
     def current_lr(self) -> float:

@@ -81,15 +81,16 @@ def head_and_bn_scaled(config) -> bool:
 
 
 def model_fan_ins(config) -> list[int]:
-    """Distinct fan-ins of the config's scale-invariant (BN-followed) convs; [] if unavailable."""
+    """Distinct fan-ins of the config's scale-invariant weights (any model, plug-ins too); [] if
+    unavailable."""
     try:
         import torch
 
-        from initmem.empirical.models import MODEL_BUILDERS, scale_invariant_parameters
+        from initmem.empirical.models import default_model, scale_invariant_parameters
     except ImportError:
         return []
     with torch.device("meta"):
-        model = MODEL_BUILDERS[config.model](config.width)
+        model = default_model(config)
     params = dict(model.named_parameters())
     shapes = [params[name].shape for name in scale_invariant_parameters(model)]
     return sorted({math.prod(shape[1:]) for shape in shapes})

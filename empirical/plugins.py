@@ -1,0 +1,65 @@
+"""Plug-ins: a model or a data set named by ``"package.module:function"`` instead of a built-in name.
+
+A plug-in string names a function that the trainer calls with the run's :class:`~.config.RunConfig`:
+
+- ``model = "mylab.nets:wide_mlp"``: ``wide_mlp(config) -> torch.nn.Module`` (logits of shape
+  ``(B, classes)`` for images ``(B, 3, 32, 32)``). The default init is drawn from ``config.seed``;
+  alpha scales it by parameter group (:mod:`.models`).
+- ``dataset = "mylab.data:my_pools"``: ``my_pools(config) -> (train_x, train_y, test_x, test_y)``,
+  uint8 images ``(n, 3, 32, 32)`` and integer labels: the official training pool (split into train /
+  validation by ``split_seed`` like every data set) and the test pool (:mod:`.data`).
+
+The string is checked for its shape when a config is validated (no import: configs stay light) and
+resolved where the run is trained (a sweep worker, on SLURM or Ray too, imports the module itself); a
+module or function that cannot be found raises :class:`PluginError` naming the string and the reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+
+#: ``package.module:function``: dotted module path, one colon, a function name.
+PLUGIN_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+
+class PluginError(ValueError):
+    """A plug-in string whose module or function cannot be found (or is not callable)."""
+
+
+def is_plugin(name: str) -> bool:
+    """Whether ``name`` is a plug-in string (it holds a colon) rather than a built-in name."""
+    return isinstance(name, str) and ":" in name
+
+
+def plugin_problem(name: str) -> str | None:
+    """Why ``name`` is not a well-formed plug-in string, or None."""
+    if PLUGIN_PATTERN.match(name):
+        return None
+    return f"{name!r} is not of the form 'package.module:function'"
+
+
+def resolve_plugin(name: str, field: str) -> Callable:
+    """The function that ``name`` (``package.module:function``) names; ``field`` names the config
+    field in the error message."""
+    problem = plugin_problem(name)
+    if problem:
+        raise PluginError(f"{field}: {problem}")
+    module_name, function_name = name.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise PluginError(
+            f"{field} = {name!r}: cannot import module {module_name!r} ({err}); is it on the "
+            "Python path of the process that trains (PYTHONPATH, an installed package)?"
+        ) from err
+    function = getattr(module, function_name, None)
+    if function is None:
+        raise PluginError(f"{field} = {name!r}: module {module_name!r} has no {function_name!r}")
+    if not callable(function):
+        raise PluginError(f"{field} = {name!r}: {function_name!r} is not callable")
+    return function
+
+
+__all__ = ["PLUGIN_PATTERN", "PluginError", "is_plugin", "plugin_problem", "resolve_plugin"]
