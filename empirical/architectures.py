@@ -27,6 +27,7 @@ finds them from the module graph, and the tests check each answer numerically.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -89,22 +90,29 @@ def _mlp(dim: int, hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
 
 
-def vit_tiny(width: float = 1.0, num_classes: int = NUM_CLASSES) -> nn.Sequential:
-    """Pre-LN ViT (module docstring); ``dim`` = 192 x width rounded to a multiple of its 3 heads."""
-    heads = 3
-    dim = heads * scaled_channels(64, width)
+def _pre_ln_network(
+    dim: int, num_classes: int, token_mixer: Callable[[], nn.Module], position: bool
+) -> nn.Sequential:
+    """Patch tokens, 4 pre-LN blocks of (token mixer, 2x MLP), a final LayerNorm, mean pooling, head."""
     blocks = []
     for _ in range(4):
-        blocks += [PreNorm(dim, Attention(dim, heads)), PreNorm(dim, _mlp(dim, 2 * dim))]
+        blocks += [PreNorm(dim, token_mixer()), PreNorm(dim, _mlp(dim, 2 * dim))]
     return nn.Sequential(
         OrderedDict(
-            tokens=Tokens(dim, position=True),
+            tokens=Tokens(dim, position=position),
             blocks=nn.Sequential(*blocks),
             norm=nn.LayerNorm(dim),
             pool=MeanTokens(),
             head=nn.Linear(dim, num_classes),
         )
     )
+
+
+def vit_tiny(width: float = 1.0, num_classes: int = NUM_CLASSES) -> nn.Sequential:
+    """Pre-LN ViT (module docstring); ``dim`` = 192 x width rounded to a multiple of its 3 heads."""
+    heads = 3
+    dim = heads * scaled_channels(64, width)
+    return _pre_ln_network(dim, num_classes, lambda: Attention(dim, heads), position=True)
 
 
 class TokenMixing(nn.Module):
@@ -121,18 +129,7 @@ class TokenMixing(nn.Module):
 def mlp_mixer(width: float = 1.0, num_classes: int = NUM_CLASSES) -> nn.Sequential:
     """MLP-Mixer (module docstring) with ``dim`` = 128 x width."""
     dim = scaled_channels(128, width)
-    blocks = []
-    for _ in range(4):
-        blocks += [PreNorm(dim, TokenMixing(64)), PreNorm(dim, _mlp(dim, 2 * dim))]
-    return nn.Sequential(
-        OrderedDict(
-            tokens=Tokens(dim, position=False),
-            blocks=nn.Sequential(*blocks),
-            norm=nn.LayerNorm(dim),
-            pool=MeanTokens(),
-            head=nn.Linear(dim, num_classes),
-        )
-    )
+    return _pre_ln_network(dim, num_classes, lambda: TokenMixing(64), position=False)
 
 
 class SkipInit(nn.Module):
