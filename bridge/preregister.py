@@ -1,0 +1,230 @@
+"""The theory's predictions for one run's model, per parameter group, before anything trains.
+
+Setting. A run config (any model: a BatchNorm ResNet, a LayerNorm or normalization-free network, a
+plug-in) and its pipeline. alpha multiplies the default init on ``config.alpha_groups``; the question
+is, for each parameter group, which mechanism the theory says erases the memory of alpha, and when.
+
+Conventions. Times in optimizer steps (and epochs, ``steps_per_epoch`` of the config); ``inf``: never
+within gradient flow or any run length; NaN: no closed form (the row says why). Groups, as
+:func:`initmem.empirical.models.parameter_groups` finds them in the model:
+
+- ``scale_invariant``: weights whose scale the train-mode function ignores;
+- ``head``: the final linear layer;
+- ``other``: every other parameter (weights without invariance, norm layers' affine parameters).
+
+Derivation, one law per group (each one's source is the theory module it calls):
+
+- (P1) ``scale_invariant``: alpha sets the effective learning rate ``lr / |w|^2`` only, and the
+  normalized-weight laws give the time at which the effective learning rates of alpha and 1 meet
+  (:func:`initmem.theory.forgetting.predict_forgetting`, its ``pipeline`` row, with the model's own
+  fan-ins). Agrees with :mod:`initmem.theory.normalized`; an empty group has no row.
+- (P2) ``other``, in the lazy (NTK) regime: the converged linearized predictor keeps the memory term
+  ``m(x) = f0(x) - K_xX K^-1 f0(X)`` (Lee et al. 2019; :func:`initmem.theory.ntk.memory_term`) at any
+  training length under gradient flow, so without decay the time is ``inf``; coupled L2 and decoupled
+  decay contract the init's part by ``1 - lr (l2 / (1 - mu) + wd)`` per step, an e-fold time of
+  ``1 / (lr (l2 / (1 - mu) + wd))`` steps (:func:`initmem.theory.ntk.forgetting_times`, its unseen
+  part, with momentum's heavy-ball factor). The row also gives ``memory_fraction``, ``|m| / |f0|`` on a
+  probe set, from the empirical NTK of this group's parameters at init (``torch.func``), computed in
+  eval mode (BatchNorm with its initial running statistics): how much of the initial function the
+  kernel cannot reach, the size of what (P2) says is kept. The lazy regime is the large-alpha limit
+  (Chizat, Oyallon & Bach 2019); at small alpha the network leaves it and (P2) is an idealization.
+- (P3) ``head``: the logit-scale laws (:mod:`initmem.theory.logit_scale`) as ``predict_forgetting``'s
+  ``head_logit_scale`` group gives them (model (4) for SGD with decay, law (7) for Adam with coupled L2,
+  an explicit no-prediction row where no law exists).
+
+:func:`write_predictions` writes the table (``predictions.csv``) and its inputs (``predictions.json``:
+the config's hash and every field) before training: a pre-registered prediction, compared with what the
+runs measure afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from initmem.empirical.config import RunConfig
+
+#: Parameter groups of the table, in order.
+PREDICTION_GROUPS = ("scale_invariant", "head", "other")
+
+
+@dataclass(frozen=True)
+class GroupPredictions:
+    """The table of :func:`predict_groups` (one row per group: ``group``, ``parameters`` (count),
+    ``tensors``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``, ``law``) and what it was
+    computed for (``alpha``, the config's ``hash``)."""
+
+    alpha: float
+    hash: str
+    table: pd.DataFrame
+
+
+def pipeline_of(config: RunConfig):
+    """The theory's :class:`~initmem.theory.forgetting.Pipeline` for a ``RunConfig``."""
+    from initmem.theory.forgetting import Pipeline
+
+    return Pipeline(
+        optimizer=config.optimizer,
+        lr=config.lr,
+        momentum=config.momentum,
+        l2=config.l2,
+        weight_decay=config.weight_decay,
+        batch_size=config.batch_size,
+        beta2=config.betas[1],
+        steps_per_epoch=config.steps_per_epoch,
+        total_steps=config.total_steps,
+        lr_multipliers=config.lr_multipliers(),
+    )
+
+
+def lazy_decay_steps(config: RunConfig) -> float:
+    """(P2): the e-fold time, in steps, of the init's part of the linearized predictor under the
+    config's decay, ``1 / (lr (l2 / (1 - mu) + wd))`` (``inf`` without decay). Adam-family optimizers
+    precondition the kernel, so the heavy-ball factor applies to SGD and RMSprop only."""
+    heavy_ball = config.optimizer in ("sgd", "rmsprop")
+    rate = config.lr * (
+        config.l2 / (1.0 - config.momentum if heavy_ball else 1.0) + config.weight_decay
+    )
+    return math.inf if rate <= 0 else 1.0 / rate
+
+
+def memory_fraction(model, names: list[str], x_train, x_test) -> float:
+    """``|m| / |f0|`` on ``x_test`` (P2), over every output: the memory term of the NTK of the
+    parameters ``names`` (the others held fixed), at the model's current parameters, in eval mode;
+    NaN for no parameters."""
+    import torch  # the model's own stack
+
+    from initmem.theory import empirical_ntk
+    from initmem.theory.ntk import memory_term
+
+    if not names:
+        return math.nan
+    probe = copy.deepcopy(model).double().eval()  # the caller's model keeps its flags
+    for name, param in probe.named_parameters():
+        param.requires_grad_(name in names)
+    # every output kept: rows ordered sample * k + output, as the flattened outputs below
+    k_train = empirical_ntk(probe, x_train, trace_outputs=False).ntk
+    k_test = empirical_ntk(probe, x_test, x_train, trace_outputs=False).ntk
+    with torch.no_grad():
+        f0_train = probe(x_train).reshape(-1).numpy()
+        f0_test = probe(x_test).reshape(-1).numpy()
+    m = memory_term(k_train, k_test, f0_train, f0_test)
+    return float(np.linalg.norm(m) / max(np.linalg.norm(f0_test), 1e-300))
+
+
+def predict_groups(
+    config: RunConfig, *, alpha: float | None = None, probe_size: int = 16, data=None
+) -> GroupPredictions:
+    """The table of the module docstring for ``config``'s model and pipeline, alpha (default the
+    config's; 2 when that is 1) against 1. ``probe_size`` training and test images (from ``data``,
+    the config's splits, read if not given) feed the NTK of (P2)."""
+    import torch  # the model is a torch module
+
+    from initmem.empirical.data import load_splits
+    from initmem.empirical.models import default_model, parameter_groups
+    from initmem.theory.forgetting import predict_forgetting
+
+    config.validate()
+    alpha = config.alpha if alpha is None else float(alpha)
+    if alpha == 1.0:
+        alpha = 2.0
+    model = default_model(config)
+    groups = parameter_groups(model)
+    params = dict(model.named_parameters())
+    invariant, head = groups["scale_invariant"], groups["head"]
+    other = [n for n in groups["all"] if n not in set(invariant) | set(head)]
+    fan_ins = sorted({math.prod(params[n].shape[1:]) for n in invariant}) or [1]
+    report = predict_forgetting(pipeline_of(config), alpha, fan_ins=fan_ins)
+    data = data if data is not None else load_splits(config)
+    x_train = data.train.images[:probe_size].double()
+    x_test = data.test.images[:probe_size].double()
+    epochs = config.steps_per_epoch
+
+    def row(group, names, mechanism, steps, law, memory=math.nan):
+        return {
+            "group": group,
+            "parameters": int(sum(params[n].numel() for n in names)),
+            "tensors": len(names),
+            "mechanism": mechanism,
+            "steps": steps,
+            "epochs": steps / epochs if np.isfinite(steps) else steps,
+            "memory_fraction": memory,
+            "law": law,
+        }
+
+    table = []
+    if invariant:
+        line = report.table.set_index("mechanism").loc["pipeline"]
+        table.append(
+            row(
+                "scale_invariant",
+                invariant,
+                "normalized-weight laws (P1)",
+                float(line["steps"]),
+                str(line["formula"]),
+            )
+        )
+    else:
+        table.append(
+            row(
+                "scale_invariant",
+                [],
+                "none: no weight is scale-invariant",
+                math.nan,
+                "no scale-invariant weight in this model",
+            )
+        )
+    head_row = report.groups.set_index("group").loc["head_logit_scale"]
+    table.append(
+        row(
+            "head",
+            head,
+            "logit-scale laws (P3)" if bool(head_row["prediction"]) else "no prediction",
+            float(head_row["steps"]),
+            str(head_row["formula"]),
+        )
+    )
+    with torch.random.fork_rng(devices=[]):
+        memory = memory_fraction(model, other, x_train, x_test)
+    table.append(
+        row(
+            "other",
+            other,
+            "lazy (NTK) memory term (P2)",
+            lazy_decay_steps(config),
+            "m(x) = f0(x) - K_xX K^-1 f0(X) kept by gradient flow; e-fold 1/(lr (l2/(1-mu) + wd))",
+            memory,
+        )
+    )
+    return GroupPredictions(alpha, config.hash, pd.DataFrame(table))
+
+
+def write_predictions(config: RunConfig, folder: str | Path, **kwargs) -> Path:
+    """Write ``predictions.csv`` (the table of :func:`predict_groups`) and ``predictions.json`` (alpha,
+    the config's hash and every field) into ``folder``, before training: the pre-registered
+    predictions. Returns the CSV's path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    predictions = predict_groups(config, **kwargs)
+    path = folder / "predictions.csv"
+    predictions.table.to_csv(path, index=False)
+    record = {"alpha": predictions.alpha, "hash": predictions.hash, "config": config.to_dict()}
+    (folder / "predictions.json").write_text(json.dumps(record, indent=2) + "\n")
+    return path
+
+
+__all__ = [
+    "GroupPredictions",
+    "PREDICTION_GROUPS",
+    "lazy_decay_steps",
+    "memory_fraction",
+    "pipeline_of",
+    "predict_groups",
+    "write_predictions",
+]
