@@ -48,6 +48,8 @@ from .trainer import Divergence, RunSession, Trainer, resolve_device, train
 #: Config fields in which packed runs may differ (everything else must be equal).
 PACKABLE_FIELDS = ("alpha", "seed", "out_dir", "quiet")
 PACK_MODES = ("grouped", "vmap")
+#: The mode that picks for the model: ``"grouped"`` where :func:`widen` can widen it, else ``"vmap"``.
+AUTO = "auto"
 
 
 def check_packable(configs: Sequence[RunConfig]) -> None:
@@ -152,6 +154,17 @@ def widen(model: nn.Module, k: int) -> nn.Module:
     return wide
 
 
+def pack_mode(model: nn.Module) -> str:
+    """``"grouped"`` if :func:`widen` can widen ``model`` (Conv2d, BatchNorm2d and Linear layers
+    around parameter-free ones: the BatchNorm ResNets, plain MLPs), else ``"vmap"``, which packs any
+    module (LayerNorm, attention, learnable gains)."""
+    try:
+        widen(model, 2)
+    except ValueError:
+        return "vmap"
+    return "grouped"
+
+
 # ==================================================================================== stacked storage
 class PackedModels:
     """K models of one architecture as stacked tensors, and their packed forward.
@@ -163,9 +176,9 @@ class PackedModels:
     """
 
     def __init__(self, models: Sequence[nn.Module], mode: str = "grouped"):
-        if mode not in PACK_MODES:
-            raise ValueError(f"mode must be one of {list(PACK_MODES)} (got {mode!r})")
-        self.mode = mode
+        if mode not in (*PACK_MODES, AUTO):
+            raise ValueError(f"mode must be one of {[*PACK_MODES, AUTO]} (got {mode!r})")
+        self.mode = pack_mode(models[0]) if mode == AUTO else mode
         self.models = list(models)
         self.param_names = [n for n, _ in self.models[0].named_parameters()]
         self.buffer_names = [n for n, _ in self.models[0].named_buffers()]
@@ -348,13 +361,14 @@ def train_packed(
     Runs already finished are returned as they are; unfinished runs resume from their ``last.pt``
     (runs resuming from different steps are packed in separate groups, one group after another; a group
     of one is trained by :func:`train` alone). ``mode``: :data:`PACK_MODES`. ``data``: splits already
-    loaded for these configs; ``download`` as in :func:`train`. If any run fails, raises the first
+    loaded for these configs; ``download`` as in :func:`train`. ``mode="auto"`` packs grouped where the
+    model can be widened and with vmap otherwise (:func:`pack_mode`). If any run fails, raises the first
     run's exception after every other run of its group has finished.
     """
     configs = list(configs)
     check_packable(configs)
-    if mode not in PACK_MODES:
-        raise ValueError(f"mode must be one of {list(PACK_MODES)} (got {mode!r})")
+    if mode not in (*PACK_MODES, AUTO):
+        raise ValueError(f"mode must be one of {[*PACK_MODES, AUTO]} (got {mode!r})")
     for config in configs:
         config.validate()
     if data is None:
@@ -427,7 +441,9 @@ __all__ = [
     "PACK_MODES",
     "Pack",
     "PackedModels",
+    "AUTO",
     "check_packable",
+    "pack_mode",
     "train_packed",
     "train_sessions",
     "widen",

@@ -142,7 +142,7 @@ def execute_pack(task: dict[str, Any]) -> list[Outcome]:
         error = ""
         if todo:
             try:
-                train_packed([RunConfig.from_dict(m["config"]) for m in todo], mode="grouped")
+                train_packed([RunConfig.from_dict(m["config"]) for m in todo], mode="auto")
             except Exception:
                 error = traceback.format_exc()
         for member in todo:

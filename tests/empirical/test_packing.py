@@ -21,6 +21,7 @@ from initmem.empirical.packing import (
     Pack,
     PackedModels,
     check_packable,
+    pack_mode,
     train_packed,
     widen,
 )
@@ -246,3 +247,28 @@ def test_packed_forward_is_each_models_forward(mode):
         np.testing.assert_array_equal(vector.detach().numpy(), reference[i].detach().numpy())
     stack = packed.params["stem.conv.weight"].untyped_storage().data_ptr()
     assert models[0].stem.conv.weight.untyped_storage().data_ptr() == stack
+
+
+@pytest.mark.parametrize(
+    ("architecture", "expected"),
+    [
+        ("resnet9", "grouped"),
+        ("mlp", "grouped"),
+        ("mlp-ln", "vmap"),
+        ("vit-tiny", "vmap"),
+        ("nf-resnet", "vmap"),
+    ],
+)
+def test_auto_mode_packs_grouped_where_it_can_and_with_vmap_otherwise(architecture, expected):
+    from initmem.empirical.models import MODEL_BUILDERS
+
+    assert pack_mode(MODEL_BUILDERS[architecture](1 / 16)) == expected
+
+
+def test_a_layernorm_model_packs_with_vmap_and_writes_the_runs_of_unpacked_training(tiny_config):
+    """The auto mode (what a packed sweep uses) on a model grouped packing cannot widen."""
+    configs = [tiny_config(model="mlp-ln", alpha=a, seed=s, lr=LR) for a, s in RUNS[:2]]
+    references = [train_reference(c.replace(out_dir=f"{c.out_dir}-solo")) for c in configs]
+    for reference, result in zip(references, train_packed(configs, mode="auto"), strict=True):
+        assert_same_result(reference, result)
+        assert_same_run(reference, result.run_dir)
