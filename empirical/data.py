@@ -386,6 +386,7 @@ def find_cifar10(data_dir: str | Path | None = None, *, download: bool | None = 
     target = roots[0]
     if downloads_allowed(download):
         try:
+            # deferred: torchvision loads only to read this data set
             import torchvision
 
             torchvision.datasets.CIFAR10(str(target), train=True, download=True)
@@ -457,6 +458,7 @@ class _SafeUnpickler(pickle.Unpickler):
 
     @classmethod
     def loads(cls, raw: bytes):
+        # deferred: only this rarely used path needs it
         import io
 
         return cls(io.BytesIO(raw), encoding="bytes").load()
@@ -465,6 +467,7 @@ class _SafeUnpickler(pickle.Unpickler):
 def foolbox_cifar10_images() -> tuple[np.ndarray, np.ndarray]:
     """The 20 real CIFAR-10 test images shipped as PNGs in foolbox's ``data/`` folder (foolbox itself is
     not imported): uint8 ``(20, 3, 32, 32)`` and labels uint8 ``(20,)``, in the official test order."""
+    # deferred: Pillow loads only to read the fixture's images
     from PIL import Image
 
     spec = importlib.util.find_spec("foolbox")
@@ -561,6 +564,7 @@ def find_fashion_mnist(data_dir: str | Path | None = None, *, download: bool | N
     target = Path(data_dir).expanduser() if data_dir else default_cache_dir()
     if downloads_allowed(download):
         try:
+            # deferred: torchvision loads only to read this data set
             import torchvision
 
             torchvision.datasets.FashionMNIST(str(target), train=True, download=True)

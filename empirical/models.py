@@ -40,17 +40,11 @@ import torch
 from torch import nn
 
 from .config import ALPHA_GROUPS, RunConfig
+from .shapes import scaled_channels
 
 NUM_CLASSES = 10
 #: Page's fixed logit scale for ResNet-9.
 RESNET9_OUTPUT_SCALE = 0.125
-
-
-def scaled_channels(channels: int, width: float) -> int:
-    """``max(1, floor(channels * width + 0.5))``: the channel count at width multiplier ``width``."""
-    if not width > 0:
-        raise ValueError(f"width must be > 0 (got {width})")
-    return max(1, int(channels * width + 0.5))
 
 
 class ConvBN(nn.Sequential):

@@ -236,6 +236,7 @@ class SweepSpec:
         when stderr is a terminal, True always, False never. Order: variants in file order; within a
         variant the grid product with the first axis slowest.
         """
+        # deferred: tqdm loads only to draw a progress bar
         from tqdm.auto import tqdm
 
         total = self.count()

@@ -64,9 +64,10 @@ def demo_spec(quick: bool = False, overrides: list[str] = ()):
 def run(args: argparse.Namespace) -> int:
     from initmem.cli.report import format_spread
     from initmem.empirical.config import ConfigError
-    from initmem.empirical.memory import load_sweep, spread_table
+    from initmem.empirical.memory import spread_table
     from initmem.empirical.report import write_report
     from initmem.empirical.sweep import SweepError, run_sweep
+    from initmem.empirical.tables import load_sweep
 
     start = time.monotonic()
     try:

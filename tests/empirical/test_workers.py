@@ -7,8 +7,8 @@ import pytest
 
 from initmem.empirical import backends, runfolder, sweep, workers
 from initmem.empirical.config import RunConfig
-from initmem.empirical.memory import load_sweep
 from initmem.empirical.sweep import SweepError, SweepSpec, run_sweep
+from initmem.empirical.tables import load_sweep
 from initmem.empirical.workers import DEFAULT_TRAINER, TRAINER_ALIASES, resolve_trainer
 from tests.empirical.test_sweep import FAKE, SWEEP, fake_train
 
@@ -16,7 +16,7 @@ from tests.empirical.test_sweep import FAKE, SWEEP, fake_train
 def test_a_trainer_string_names_a_module_function_or_an_attribute_path():
     assert resolve_trainer(FAKE) is fake_train
     assert resolve_trainer(fake_train) is fake_train
-    assert resolve_trainer("initmem.empirical.memory:load_sweep") is load_sweep
+    assert resolve_trainer("initmem.empirical.tables:load_sweep") is load_sweep
     # no module initmem.empirical.RunConfig: the class is an attribute of the package
     assert resolve_trainer("initmem.empirical.RunConfig:from_dict") == RunConfig.from_dict
 
