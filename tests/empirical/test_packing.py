@@ -23,7 +23,7 @@ from initmem.empirical.packing import (
     train_packed,
     widen,
 )
-from initmem.empirical.runlog import read_log, read_predictions
+from initmem.empirical.runfolder import read_log, read_predictions
 from initmem.empirical.trainer import train
 
 RTOL = 1e-4

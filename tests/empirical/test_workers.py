@@ -71,7 +71,7 @@ def test_a_backend_whose_package_is_missing_is_refused_before_anything_runs(tmp_
     ],
 )
 def test_names_moved_out_of_sweep_still_import_with_a_warning(name, home):
-    with pytest.warns(DeprecationWarning, match=f"moved to {home.__name__}.{name}"):
+    with pytest.warns(DeprecationWarning, match=rf"use {home.__name__}.{name} \(removed in 0.2\)"):
         assert getattr(sweep, name) is getattr(home, name)
     with pytest.raises(AttributeError):
         sweep.no_such_name  # noqa: B018
