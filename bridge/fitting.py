@@ -164,7 +164,8 @@ class BridgeReport:
     ``fit`` (``fit.csv``) one row per fitted relation; ``units`` (``units.csv``) one row per
     (memory, candidate unit); ``phase`` the spread tables behind the phase diagrams; the curves
     (``norm_curves``, ``predicted_curves``, ``spread_curves``, ``disagreement_curves``,
-    ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why.
+    ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why; ``layers``
+    the per-layer logs the bridge read (:func:`~initmem.empirical.tables.load_layers`).
     """
 
     runs: pd.DataFrame
@@ -184,6 +185,7 @@ class BridgeReport:
     unit_points: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     decision: pd.DataFrame = field(default_factory=pd.DataFrame)
+    layers: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def verdict(self) -> list[str]:
@@ -387,6 +389,7 @@ def fit(
         unit_points=points,
         notes=notes,
         decision=decision,
+        layers=layers,
     )
 
 

@@ -86,7 +86,7 @@ def unit_study(sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0) -> Un
     sweep_dir = Path(sweep_dir)
     manifest = read_manifest(sweep_dir)
     design = design_table([r.config for r in manifest], [r.variant for r in manifest])
-    all_runs = tables.load_sweep(sweep_dir)
+    all_runs = tables.load_sweep(sweep_dir, manifest)
     runs = prepare_runs(all_runs)
     per_pipeline = (
         runs.assign(fits=tables.interpolates(runs)).groupby("pipeline")["fits"].agg(["sum", "size"])
@@ -103,7 +103,7 @@ def unit_study(sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0) -> Un
     report = fit(all_runs, n_boot=n_boot, seed=seed)
     function = memory.function_memory(runs, n_boot=max(n_boot, 200), seed=seed)
     norm_end = memory.norm_memory_end(report.norm_curves, runs)
-    groups = group_memory(runs, seed=seed)
+    groups = group_memory(runs, seed=seed, layers=report.layers)
     mvp = (
         report.fit[report.fit["measured"].isin(["norm", "spread"])].reset_index(drop=True)
         if not report.fit.empty
@@ -159,13 +159,16 @@ def group_families(runs: pd.DataFrame) -> dict[str, list[str]]:
     return {k: v for k, v in families.items() if len(v) >= 2}
 
 
-def group_memory(runs: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
+def group_memory(
+    runs: pd.DataFrame, *, seed: int = 0, layers: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per family and parameter group: spread with its null, and the norm memory of its layers.
 
     Columns: ``family`` (the label of the family's ``all`` pipeline, or its first), ``group``
     (``alpha_groups`` joined), ``n_seeds_used``, ``spread_pp``, ``spread_lo``, ``spread_hi``,
     ``null_mean_pp``, ``p_value``, ``norm_memory_end`` (mean over the layers alpha scales, at the end,
-    mean over seeds), ``norm_lo``, ``norm_hi``, ``n_layers``.
+    mean over seeds), ``norm_lo``, ``norm_hi``, ``n_layers``. ``layers``: the runs' per-layer logs
+    when already read (the bridge's), else read here.
     """
     rows = []
     for members in group_families(runs).values():
@@ -199,12 +202,16 @@ def group_memory(runs: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
             } | memory.spread_memory(mine, seed=seed)
             if "spread_lo" in row:
                 row |= memory.disagreement_memory(mine, n_boot=500, seed=seed)
-            layers = tables.load_layers(mine)
+            mine_layers = (
+                tables.load_layers(mine)
+                if layers is None
+                else layers[layers["hash"].isin(mine["hash"])]
+            )
             norm = np.nan, np.nan, np.nan
             n_layers = 0
-            if not layers.empty and "weight_norm" in layers:
+            if not mine_layers.empty and "weight_norm" in mine_layers:
                 try:
-                    curves = norm_memory_curves(mine, layers)
+                    curves = norm_memory_curves(mine, mine_layers)
                 except MemoryDataError:
                     curves = pd.DataFrame()
                 if not curves.empty:

@@ -75,17 +75,18 @@ def pipeline_labels(runs: pd.DataFrame) -> pd.Series:
 
 
 # ====================================================================== runs
-def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
+def load_sweep(sweep_dir: str | Path, manifest: list | None = None) -> pd.DataFrame:
     """One tidy row per run of a sweep folder, in manifest order.
 
     Columns: ``hash``, ``variant``, ``pipeline`` (see :func:`pipeline_id`), ``label`` (a readable
     pipeline name), ``run_dir``, ``status`` (completed / diverged / damaged / running / failed /
     pending), every RunConfig field (list fields as tuples), and :data:`RESULT_COLUMNS` (accuracies as
     fractions; NaN for unfinished runs and for damaged ones, which also get a
-    :class:`~initmem.empirical.runfolder.DamagedRunWarning` each).
+    :class:`~initmem.empirical.runfolder.DamagedRunWarning` each). ``manifest``: the folder's
+    :func:`~initmem.empirical.sweep.read_manifest`, when the caller has read it already.
     """
     rows = []
-    for run in read_manifest(sweep_dir):
+    for run in read_manifest(sweep_dir) if manifest is None else manifest:
         config = run.config.to_dict()
         run_dir = run.run_dir(sweep_dir)
         row: dict[str, Any] = {
