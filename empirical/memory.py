@@ -549,8 +549,9 @@ def spread_table(
                 dis["seed_disagreement"] = dis.pop("seed_dis", np.nan)
                 row |= dis
         rows.append(row)
-    table = pd.DataFrame(rows)
-    return table[[c for c in SPREAD_COLUMNS if c in table.columns]]
+    dis = ("disagreement", "seed_disagreement", "excess", "excess_lo", "excess_hi")
+    columns = [c for c in SPREAD_COLUMNS if with_disagreement or c not in dis]
+    return pd.DataFrame(rows).reindex(columns=columns)  # every column, NaN where undefined
 
 
 def __getattr__(name: str):

@@ -96,7 +96,7 @@ def write_report(
         "disagreement* is the same between two seeds at one alpha (its floor).",
         "",
     ]
-    if spread.empty or "spread_pp" not in spread:
+    if spread.empty or not spread["n_runs"].any():
         lines += ["No finished runs yet.", ""]
     else:
         lines += [_markdown_table(_spread_display(spread, confidence)), ""]

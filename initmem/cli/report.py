@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
 def format_spread(spread) -> str:
     """The spread table as aligned text for the terminal."""
-    if spread.empty or "spread_pp" not in spread:
+    if spread.empty or not spread["n_runs"].any():
         return "no finished runs yet"
     width = max(len("pipeline"), *(len(str(label)) for label in spread["label"]))
     lines = [f"{'pipeline':<{width}}  spread (pp)  95% CI (pp)    interpolated  min train acc (%)"]
