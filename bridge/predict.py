@@ -11,7 +11,7 @@ Three kinds of prediction, all in optimizer steps:
   ``G`` (the squared loss gradient at unit weight norm, ``|g|^2 |w|^2``) taken per evaluation interval
   from the pipeline's own logged ``grad_sq_sum`` (mean over its runs: the laws assume ``G`` does not
   depend on alpha). The predicted forgetting time is fitted from that curve on the logged steps exactly
-  as the measured one is (:func:`initmem.bridge.measure.fit_decay_time`), so the two are the same
+  as the measured one is (:func:`initmem.bridge.fits.fit_decay_time`), so the two are the same
   statistic.
 * **The exact one-step identity** (:func:`identity_check`): for SGD without momentum and a
   scale-invariant weight, ``|w'|^2 = (1 - lr (l2 + wd))^2 |w|^2 + lr^2 |g|^2`` every step

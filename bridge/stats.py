@@ -86,7 +86,7 @@ def unit_bootstrap(
     in the leave-one-pipeline-out fit (all copies are held out together). Returns
 
     * ``intervals``: one row per (memory, unit): ``r2_lo``, ``r2_hi`` (stretched exponential R^2 of
-      :func:`initmem.bridge.fitting.stretched_exponential_fit`, each replicate refined from the
+      :func:`initmem.bridge.fits.stretched_exponential_fit`, each replicate refined from the
       full-data fit; NaN when ``with_parametric`` is False),
       ``r2_cv_lo``, ``r2_cv_hi`` (:func:`lopo_r2`), ``n_boot``;
     * ``decision``: one row per memory: ``diff`` = ``r2_cv(accumulated) - r2_cv(epochs)`` on the
@@ -198,11 +198,11 @@ def memory_cubes(
     """The per-seed memories of a sweep, beside every unit, as :class:`PipelineCube` per memory.
 
     ``norm``: the layer-mean norm memory of the scaled BN-followed convs
-    (:data:`~initmem.bridge.curves.SCALE_INVARIANT_MEAN` of ``norm_curves``), every evaluation.
+    (:data:`~initmem.empirical.curves.SCALE_INVARIANT_MEAN` of ``norm_curves``), every evaluation.
     ``spread``: the test-accuracy spread across alphas (pp), at the evaluations after the pipeline has
-    learned (:func:`~initmem.bridge.measure.learned_step`), from the seeds whose runs interpolate
-    (final train accuracy >= :data:`~initmem.empirical.memory.INTERPOLATION_THRESHOLD`) at every
-    alpha; a pipeline with fewer than 2 such seeds is left out (and named in ``notes``). Units at
+    learned (:func:`~initmem.bridge.measure.learned_step`), from the seeds whose runs interpolate at
+    every alpha (:func:`~initmem.empirical.tables.interpolating_seeds`, M1 of
+    :mod:`initmem.empirical.memory`); a pipeline with fewer than 2 such seeds is left out (and named in ``notes``). Units at
     each evaluation are the pipeline's mean over its runs of ``accumulated``
     (:func:`~initmem.bridge.units.evaluation_units`), plus ``theory`` (``-ln`` of the law's
     predicted norm memory) where ``predicted_curves`` has it.
