@@ -344,19 +344,22 @@ def fit(
                 "one-step identity are skipped"
             )
 
-    spread = curves.spread_curves(runs, epochs)
+    accuracy = measure.accuracy_pair(runs, epochs)  # built once for every function memory
+    spread = curves.spread_curves(runs, epochs, accuracy[0])
     disagreement = curves.disagreement_curves(runs)
     if disagreement.empty:
         notes.append("no per-evaluation predictions (save_predictions = false): no disagreement")
     function_times = measure.function_forgetting_times(
-        runs, epochs, disagreement, n_boot=n_boot, level=level, seed=seed
+        runs, epochs, disagreement, n_boot=n_boot, level=level, seed=seed, accuracy=accuracy
     )
     accumulated = evaluation_units(runs, epochs, layers if not layers.empty else None)
 
     memories = spread_table(runs, seed=seed, with_disagreement=False)  # M2, as report and study
     pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers, memories)
     fits = _fit_table(pipelines, norm_times, predicted, level, n_boot=n_boot, seed=seed)
-    cubes = stats.memory_cubes(runs, epochs, norm_curves, accumulated, predicted_curves, notes)
+    cubes = stats.memory_cubes(
+        runs, epochs, norm_curves, accumulated, predicted_curves, notes, accuracy=accuracy
+    )
     points = stats.cube_points(cubes)
     units = unit_comparison(points)
     decision = pd.DataFrame()

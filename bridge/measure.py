@@ -151,6 +151,7 @@ def function_forgetting_times(
     n_boot: int = 200,
     level: float = 0.95,
     seed: int = 0,
+    accuracy: tuple | None = None,
 ) -> pd.DataFrame:
     """Decay time of the accuracy spread and of the prediction disagreement, per pipeline.
 
@@ -159,10 +160,10 @@ def function_forgetting_times(
     value there and fitted by :func:`fit_decay_time`, with a bootstrap over seeds (resampled jointly
     across alphas). Columns: ``pipeline``, ``memory`` ("spread" | "disagreement"), ``start_step``,
     ``value_start``, ``value_end`` (pp for the spread, fraction for the disagreement) and the time
-    columns of :func:`norm_forgetting_times` (measured from ``start_step``).
+    columns of :func:`norm_forgetting_times` (measured from ``start_step``). ``accuracy``:
+    :func:`accuracy_pair` of the runs, when already built.
     """
-    acc = accuracy_curves(runs, epochs)
-    val = accuracy_curves(runs, epochs, "val_acc") if "val_acc" in epochs else None
+    acc, val = accuracy or accuracy_pair(runs, epochs)
     epoch_steps = steps_per_epoch(acc)
     options = dict(n_boot=n_boot, level=level, seed=seed)
     rows = []
@@ -209,6 +210,13 @@ def function_forgetting_times(
             )
         )
     return pd.DataFrame([row for row in rows if row is not None])
+
+
+def accuracy_pair(runs: pd.DataFrame, epochs: pd.DataFrame) -> tuple:
+    """``(test, validation)`` accuracy curves of the runs (:func:`accuracy_curves`; validation None
+    when the logs lack it): built once and handed to every function memory of :func:`fit`."""
+    val = accuracy_curves(runs, epochs, "val_acc") if "val_acc" in epochs else None
+    return accuracy_curves(runs, epochs), val
 
 
 def _spread_of(sample: np.ndarray) -> np.ndarray:
@@ -299,6 +307,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "BridgeDataError",
+    "accuracy_pair",
     "function_forgetting_times",
     "learned_step",
     "load_logs",

@@ -194,6 +194,7 @@ def memory_cubes(
     accumulated: pd.DataFrame,
     predicted_curves: pd.DataFrame | None = None,
     notes: list | None = None,
+    accuracy: tuple | None = None,
 ) -> dict:
     """The per-seed memories of a sweep, beside every unit, as :class:`PipelineCube` per memory.
 
@@ -205,7 +206,8 @@ def memory_cubes(
     :mod:`initmem.empirical.memory`); a pipeline with fewer than 2 such seeds is left out (and named in ``notes``). Units at
     each evaluation are the pipeline's mean over its runs of ``accumulated``
     (:func:`~initmem.bridge.units.evaluation_units`), plus ``theory`` (``-ln`` of the law's
-    predicted norm memory) where ``predicted_curves`` has it.
+    predicted norm memory) where ``predicted_curves`` has it. ``accuracy``:
+    :func:`~initmem.bridge.measure.accuracy_pair` of the runs, when already built.
     """
     notes = notes if notes is not None else []
     unit_cols = [c for c in accumulated.columns if c not in ("hash", "pipeline", "epoch", "step")]
@@ -235,9 +237,8 @@ def memory_cubes(
             cubes["norm"].append(
                 PipelineCube(pipeline, table.to_numpy(dtype=float), units_at(pipeline, steps))
             )
-    acc = curves.accuracy_curves(runs, epochs)
-    metric = "val_acc" if "val_acc" in epochs else "test_acc"
-    learned_from = curves.accuracy_curves(runs, epochs, metric)
+    acc, val = accuracy or measure.accuracy_pair(runs, epochs)
+    learned_from = acc if val is None else val
     for pipeline, group in acc.groupby("pipeline", sort=False):
         alphas = np.sort(group["alpha"].unique())
         if alphas.size < 2 or pipeline not in per_step.index.get_level_values(0):

@@ -137,16 +137,19 @@ def accuracy_curves(
     return table.sort_values(["pipeline", "alpha", "seed", "epoch"], ignore_index=True)
 
 
-def spread_curves(runs: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
+def spread_curves(
+    runs: pd.DataFrame, epochs: pd.DataFrame, acc: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Test-accuracy spread across alphas at every evaluation, per pipeline (percentage points).
 
     Definition M2 of :mod:`initmem.empirical.memory` at each evaluation, over every finished run
     (the unit decision takes M1's seeds: :func:`initmem.bridge.stats.memory_cubes`).
 
     The spread is max minus min over alphas of the seed-mean test accuracy. Columns: ``pipeline``,
-    ``epoch``, ``step``, ``spread_pp``, ``n_alphas``.
+    ``epoch``, ``step``, ``spread_pp``, ``n_alphas``. ``acc``: :func:`accuracy_curves` of the runs,
+    when already built.
     """
-    acc = accuracy_curves(runs, epochs)
+    acc = accuracy_curves(runs, epochs) if acc is None else acc
     mean = acc.groupby(["pipeline", "epoch", "step", "alpha"])["test_acc"].mean().reset_index()
     grouped = mean.groupby(["pipeline", "epoch", "step"])["test_acc"]
     out = grouped.agg(lambda a: 100.0 * (a.max() - a.min())).rename("spread_pp").to_frame()
