@@ -1,6 +1,6 @@
 """The bridge: forgetting measured from a sweep's logs, predicted by the theory, and fitted.
 
-    from initmem.empirical.memory import load_sweep
+    from initmem.empirical.tables import load_sweep
     from initmem.bridge import fit
     report = fit(load_sweep("runs/demo"))      # a BridgeReport of pandas DataFrames
     print(report.summary()); report.save("runs/demo/bridge")
@@ -10,42 +10,30 @@
 ``plots`` <- ``fitting`` (the report draws its figures; the figures never import the report's module).
 """
 
-import warnings
-
+from initmem.bridge.deprecated import DEPRECATED
+from initmem.bridge.fits import fit_decay_time
 from initmem.bridge.fitting import BridgeReport, fit, summarize
 from initmem.bridge.measure import (
     BridgeDataError,
-    fit_decay_time,
     function_forgetting_times,
     norm_forgetting_times,
-    norm_memory_curves,
 )
-from initmem.bridge.predict import (
-    UNITS,
-    accumulated_units,
-    identity_check,
-    predicted_memory_curves,
-    predicted_times,
-)
+from initmem.bridge.predict import identity_check, predicted_memory_curves, predicted_times
+from initmem.bridge.units import UNITS, evaluation_units
+from initmem.deprecation import moved
+from initmem.empirical.curves import norm_memory_curves
 
 
 def __getattr__(name: str):
-    """``SweepError``: the deprecated name of :class:`BridgeDataError` (PEP 562)."""
-    if name == "SweepError":
-        warnings.warn(
-            "initmem.bridge.SweepError is deprecated: use initmem.bridge.BridgeDataError",
-            DeprecationWarning,
-            2,
-        )
-        return BridgeDataError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """Deprecated names of this package (``initmem.bridge.deprecated``; PEP 562)."""
+    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [
     "BridgeDataError",
     "BridgeReport",
     "UNITS",
-    "accumulated_units",
+    "evaluation_units",
     "fit",
     "fit_decay_time",
     "function_forgetting_times",

@@ -19,7 +19,7 @@
    excludes 0 (``decision``; :attr:`BridgeReport.verdict`).
 4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size); the
    boundary where accumulated regularization reaches 1 is
-   :func:`initmem.bridge.predict.phase_boundary`.
+   :func:`initmem.bridge.units.phase_boundary`.
 """
 
 from __future__ import annotations
@@ -31,120 +31,32 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import measure, predict, stats
-from initmem.bridge.measure import SCALE_INVARIANT_MEAN, BridgeDataError
+from initmem.bridge.fits import (
+    COLLAPSE_R2,
+    isotonic_fit,
+    loglog_fit,
+    loglog_r2_interval,
+    lopo_r2,
+    stretched_exponential_fit,
+)
+from initmem.bridge.measure import BridgeDataError
+from initmem.bridge.units import (
+    UNIT_DEFINITIONS,
+    evaluation_units,
+    init_scale,
+    run_config,
+    run_unit_increments,
+    steps_to_unit,
+)
+from initmem.empirical import curves, markdown, tables
+from initmem.empirical.curves import SCALE_INVARIANT_MEAN
+from initmem.empirical.memory import spread_table
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
 MEMORIES = ("norm", "norm per layer", "spread", "disagreement")
 PREDICTORS = ("law", "accumulated")
 #: Memories compared across units in :func:`unit_comparison`.
 UNIT_MEMORIES = ("norm", "spread")
-
-
-# ----------------------------------------------------------------------------------- log-log fits
-def loglog_fit(measured, predicted, *, level: float = 0.95) -> dict:
-    """Least squares ``ln(measured) = intercept + slope * ln(predicted)``.
-
-    Returns ``n``, ``slope``, ``intercept``, ``r2`` and ``level`` t-intervals ``slope_lo``,
-    ``slope_hi``, ``intercept_lo``, ``intercept_hi`` (n - 2 degrees of freedom; NaN for n < 3). Pairs
-    with a non-finite or non-positive time are dropped. A slope of 1 means measured is proportional to
-    predicted; ``exp(intercept)`` is then the constant factor.
-    """
-    from scipy import stats
-
-    x = np.asarray(predicted, dtype=np.float64)
-    y = np.asarray(measured, dtype=np.float64)
-    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    x, y = np.log(x[keep]), np.log(y[keep])
-    out = dict.fromkeys(
-        ["slope", "slope_lo", "slope_hi", "intercept", "intercept_lo", "intercept_hi", "r2"], np.nan
-    )
-    out["n"] = int(x.size)
-    if x.size < 2 or np.ptp(x) == 0:
-        return out
-    res = stats.linregress(x, y)
-    out.update(slope=res.slope, intercept=res.intercept, r2=res.rvalue**2)
-    if x.size >= 3:
-        q = stats.t.ppf(0.5 + level / 2, x.size - 2)
-        out.update(
-            slope_lo=res.slope - q * res.stderr,
-            slope_hi=res.slope + q * res.stderr,
-            intercept_lo=res.intercept - q * res.intercept_stderr,
-            intercept_hi=res.intercept + q * res.intercept_stderr,
-        )
-    return out
-
-
-# ----------------------------------------------------------------------------------- monotone fits
-def stretched_exponential_fit(u, y, start=None) -> dict:
-    """Least squares ``y = A exp(-(u / u0)^k)`` (A, u0 > 0; 0.1 <= k <= 10); R^2 over all points.
-
-    ``u0`` is kept within a factor 1000 of the positive ``u`` and ``A`` below 1000 times max ``|y|``.
-
-    A grid over (u0, k) (u0 log-spaced from a tenth of the smallest positive ``u`` to ten times the
-    largest, k from 0.1 to 10, A solved in closed form at each node) picks the start of a bounded
-    least-squares refinement of all three (``start``: ``(amplitude, scale, shape)`` to refine from
-    instead, e.g. the full-data fit inside a bootstrap). Returns ``amplitude``, ``scale`` (u0, in the
-    unit of u), ``shape`` (k), ``r2`` and ``prediction``.
-    """
-    from scipy.optimize import least_squares
-
-    u = np.asarray(u, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    total = float(np.sum((y - y.mean()) ** 2))
-    positive = u[u > 0]
-    if positive.size == 0 or total == 0:
-        pred = np.full_like(y, y.mean())
-        return {
-            "amplitude": y.mean(),
-            "scale": np.nan,
-            "shape": np.nan,
-            "r2": 0.0,
-            "prediction": pred,
-        }
-
-    def model(theta):
-        a, scale, shape = np.exp(theta)
-        return a * np.exp(-((u / scale) ** shape))
-
-    top = max(float(np.max(np.abs(y))), 1e-12)
-    lower = np.log([1e-12, positive.min() / 1e3, 0.1])
-    upper = np.log([1e3 * top, positive.max() * 1e3, 10.0])
-    if start is None:
-        scales = np.geomspace(positive.min() / 10, positive.max() * 10, 60)
-        shapes = np.geomspace(0.1, 10.0, 30)
-        basis = np.exp(-((u[None, None, :] / scales[:, None, None]) ** shapes[None, :, None]))
-        amplitude = np.maximum((basis @ y) / np.maximum(np.sum(basis**2, axis=-1), 1e-300), 1e-12)
-        sse = np.sum((amplitude[..., None] * basis - y) ** 2, axis=-1)
-        i, j = np.unravel_index(np.argmin(sse), sse.shape)
-        start = (amplitude[i, j], scales[i], shapes[j])
-    start = np.clip(np.log(np.maximum(np.asarray(start, dtype=np.float64), 1e-300)), lower, upper)
-    res = least_squares(lambda theta: model(theta) - y, start, bounds=(lower, upper))
-    pred = model(res.x)
-    a, scale, shape = np.exp(res.x)
-    r2 = 1.0 - float(np.sum((y - pred) ** 2)) / total
-    return {"amplitude": a, "scale": scale, "shape": shape, "r2": r2, "prediction": pred}
-
-
-def isotonic_fit(u, y, u_new=None) -> np.ndarray:
-    """Decreasing least-squares fit of ``y`` on ``u`` (ties pooled), evaluated at ``u`` or ``u_new``.
-
-    Between fitted points the fit is interpolated linearly in ``ln u`` and held constant beyond them.
-    """
-    from scipy.optimize import isotonic_regression
-
-    u = np.asarray(u, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    levels, inverse, counts = np.unique(u, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse, weights=y)
-    fitted = isotonic_regression(sums / counts, weights=counts, increasing=False).x
-    if u_new is None:
-        return fitted[inverse]
-    floor = levels[levels > 0].min() * 1e-3 if np.any(levels > 0) else 1.0
-    return np.interp(
-        np.log(np.maximum(np.asarray(u_new, dtype=np.float64), floor)),
-        np.log(np.maximum(levels, floor)),
-        fitted,
-    )
 
 
 def unit_comparison(points: pd.DataFrame, units=None) -> pd.DataFrame:
@@ -157,7 +69,7 @@ def unit_comparison(points: pd.DataFrame, units=None) -> pd.DataFrame:
     ``shape``, ``n_points``, ``n_pipelines``, ``definition`` and ``best`` (the highest ``r2`` of the
     memory).
     """
-    units = list(units or [u for u in predict.UNIT_DEFINITIONS if u in points.columns])
+    units = list(units or [u for u in UNIT_DEFINITIONS if u in points.columns])
     rows = []
     for memory, group in points.groupby("memory", sort=False):
         for unit in units:
@@ -176,12 +88,12 @@ def unit_comparison(points: pd.DataFrame, units=None) -> pd.DataFrame:
                     "unit": unit,
                     "r2": parametric["r2"],
                     "r2_isotonic": 1.0 - float(np.sum((y - iso) ** 2)) / total if total else np.nan,
-                    "r2_cv": stats.lopo_r2(u, y, pipelines),
+                    "r2_cv": lopo_r2(u, y, pipelines),
                     "scale": parametric["scale"],
                     "shape": parametric["shape"],
                     "n_points": len(data),
                     "n_pipelines": int(np.unique(pipelines).size),
-                    "definition": predict.UNIT_DEFINITIONS.get(unit, unit),
+                    "definition": UNIT_DEFINITIONS.get(unit, unit),
                 }
             )
     table = pd.DataFrame(rows)
@@ -191,7 +103,7 @@ def unit_comparison(points: pd.DataFrame, units=None) -> pd.DataFrame:
     return table
 
 
-def unit_verdict(units: pd.DataFrame, good: float = 0.5) -> list[str]:
+def unit_verdict(units: pd.DataFrame, good: float = COLLAPSE_R2) -> list[str]:
     """One sentence per memory: which unit collapses the pipelines, against epochs.
 
     A unit "collapses" the pipelines when its R^2 is at least ``good``; below that for every unit the
@@ -228,7 +140,7 @@ def unit_verdict(units: pd.DataFrame, good: float = 0.5) -> list[str]:
 def phase_table(runs: pd.DataFrame, spread: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     """Spread (pp) of each pipeline placed on the axes ``x`` and ``y`` (config columns or ``decay``).
 
-    ``decay`` is ``l2 + weight_decay``; ``spread`` is ``initmem.empirical.memory.spread_table``.
+    ``decay`` is ``l2 + weight_decay``; ``spread`` is :func:`initmem.empirical.memory.spread_table`.
     One row per (optimizer, x, y) cell: ``spread_pp`` (mean over the pipelines in the cell),
     ``n_pipelines``, and ``x_name`` / ``y_name``.
     """
@@ -252,7 +164,8 @@ class BridgeReport:
     ``fit`` (``fit.csv``) one row per fitted relation; ``units`` (``units.csv``) one row per
     (memory, candidate unit); ``phase`` the spread tables behind the phase diagrams; the curves
     (``norm_curves``, ``predicted_curves``, ``spread_curves``, ``disagreement_curves``,
-    ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why.
+    ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why; ``layers``
+    the per-layer logs the bridge read (:func:`~initmem.empirical.tables.load_layers`).
     """
 
     runs: pd.DataFrame
@@ -272,6 +185,7 @@ class BridgeReport:
     unit_points: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     decision: pd.DataFrame = field(default_factory=pd.DataFrame)
+    layers: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def verdict(self) -> list[str]:
@@ -372,19 +286,9 @@ class BridgeReport:
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
-    """A pipe table of ``frame`` (floats to ``digits`` significant digits)."""
-    if frame.empty:
-        return "(empty)"
-
-    def cell(value):
-        if isinstance(value, (float, np.floating)):
-            return "–" if np.isnan(value) else f"{value:.{digits}g}"
-        return str(value)
-
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *body])
+    """A pipe table of ``frame`` (floats to ``digits`` significant digits;
+    :func:`initmem.empirical.markdown.frame_table`)."""
+    return markdown.frame_table(frame, digits, "g", empty="(empty)")
 
 
 def _time(row, column: str, forgotten: str, fitted: str | None = None) -> str:
@@ -421,7 +325,7 @@ def fit(
         notes.append("no per-layer logs: norm memory and the laws are skipped")
     else:
         try:
-            norm_curves = measure.norm_memory_curves(runs, layers)
+            norm_curves = curves.norm_memory_curves(runs, layers)
             norm_times = measure.norm_forgetting_times(
                 norm_curves, n_boot=n_boot, level=level, seed=seed
             )
@@ -440,18 +344,22 @@ def fit(
                 "one-step identity are skipped"
             )
 
-    spread = measure.spread_curves(runs, epochs)
-    disagreement = measure.disagreement_curves(runs)
+    accuracy = measure.accuracy_pair(runs, epochs)  # built once for every function memory
+    spread = curves.spread_curves(runs, epochs, accuracy[0])
+    disagreement = curves.disagreement_curves(runs)
     if disagreement.empty:
         notes.append("no per-evaluation predictions (save_predictions = false): no disagreement")
     function_times = measure.function_forgetting_times(
-        runs, epochs, disagreement, n_boot=n_boot, level=level, seed=seed
+        runs, epochs, disagreement, n_boot=n_boot, level=level, seed=seed, accuracy=accuracy
     )
-    accumulated = predict.accumulated_units(runs, epochs, layers if not layers.empty else None)
+    accumulated = evaluation_units(runs, epochs, layers if not layers.empty else None)
 
-    pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers)
+    memories = spread_table(runs, seed=seed, with_disagreement=False)  # M2, as report and study
+    pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers, memories)
     fits = _fit_table(pipelines, norm_times, predicted, level, n_boot=n_boot, seed=seed)
-    cubes = stats.memory_cubes(runs, epochs, norm_curves, accumulated, predicted_curves, notes)
+    cubes = stats.memory_cubes(
+        runs, epochs, norm_curves, accumulated, predicted_curves, notes, accuracy=accuracy
+    )
     points = stats.cube_points(cubes)
     units = unit_comparison(points)
     decision = pd.DataFrame()
@@ -465,7 +373,7 @@ def fit(
         notes.append(
             "one pipeline: the fits across pipelines and the unit comparison need two or more"
         )
-    phase = _phase_tables(runs, notes)
+    phase = _phase_tables(runs, memories, notes)
     return BridgeReport(
         runs=runs,
         pipelines=pipelines,
@@ -484,36 +392,41 @@ def fit(
         unit_points=points,
         notes=notes,
         decision=decision,
+        layers=layers,
     )
 
 
 def summarize(sweep_dir: str | Path, *, n_boot: int = 100) -> str:
     """The bridge's plain-text summary of a sweep folder (what ``initmem demo`` prints last)."""
-    from initmem.empirical.memory import load_sweep
-
     try:
-        return fit(load_sweep(sweep_dir), n_boot=n_boot).summary()
+        return fit(tables.load_sweep(sweep_dir), n_boot=n_boot).summary()
     except BridgeDataError as err:
         return f"bridge: {err}"
 
 
-def _pipeline_table(runs, norm_times, predicted, function_times, layers) -> pd.DataFrame:
-    """One row per pipeline: its settings, measured and predicted times (steps)."""
+def _pipeline_table(runs, norm_times, predicted, function_times, layers, spread) -> pd.DataFrame:
+    """One row per pipeline: its settings, its spread (M2 of :mod:`initmem.empirical.memory`:
+    ``n_seeds_used``, ``spread_pp`` [``ci_low_pp``, ``ci_high_pp``], ``p_value``), measured and
+    predicted times (steps)."""
     settings = ["optimizer", "lr", "momentum", "l2", "weight_decay", "batch_size", "epochs"]
     first = runs.drop_duplicates("pipeline")
     table = first[["pipeline", "label", *[c for c in settings if c in first]]].copy()
+    shown = ["n_seeds_used", "spread_pp", "ci_low_pp", "ci_high_pp", "p_value"]
+    table = table.join(
+        spread.set_index("pipeline")[[c for c in shown if c in spread]], on="pipeline"
+    )
     table["alphas"] = [
         ",".join(f"{a:g}" for a in sorted(runs.loc[runs["pipeline"] == p, "alpha"].unique()))
         for p in table["pipeline"]
     ]
-    table["total_steps"] = [predict.run_config(r).total_steps for _, r in first.iterrows()]
-    scale = predict.init_scale(runs, layers) if not layers.empty else pd.Series(dtype=float)
+    table["total_steps"] = [run_config(r).total_steps for _, r in first.iterrows()]
+    scale = init_scale(runs, layers) if not layers.empty else pd.Series(dtype=float)
     ends, to_one = [], []
     for _, row in first.iterrows():
-        config = predict.run_config(row)
+        config = run_config(row)
         inv = float(scale.get(row["pipeline"], np.nan))
-        ends.append(float(predict.unit_increments(config, inv)["accumulated"].sum()))
-        to_one.append(predict.steps_to_unit(config, "accumulated", 1.0, inv))
+        ends.append(float(run_unit_increments(config, inv)["accumulated"].sum()))
+        to_one.append(steps_to_unit(config, "accumulated", 1.0, inv))
     table["inv_init_sq_per_coord"] = table["pipeline"].map(scale).astype(float)
     table["accumulated_end"] = ends
     table["accumulated_steps_to_1"] = to_one
@@ -565,7 +478,7 @@ def _fit_table(pipelines, norm_times, predicted, level, n_boot=200, seed=0) -> p
                 value = columns[0] if points == "forgotten" else columns[1]
                 result = loglog_fit(chosen[value], chosen[column], level=level)
                 result.update(
-                    stats.loglog_r2_interval(
+                    loglog_r2_interval(
                         chosen[value], chosen[column], n_boot=n_boot, level=level, seed=seed
                     )
                 )
@@ -585,11 +498,9 @@ def _fit_table(pipelines, norm_times, predicted, level, n_boot=200, seed=0) -> p
     return pd.DataFrame(rows)
 
 
-def _phase_tables(runs: pd.DataFrame, notes: list[str]) -> dict[str, pd.DataFrame]:
-    """Phase tables for the optimizers whose pipelines span two or more values of both axes."""
-    from initmem.empirical.memory import spread_table
-
-    spread = spread_table(runs, n_boot=1, with_disagreement=False)
+def _phase_tables(runs: pd.DataFrame, spread: pd.DataFrame, notes: list[str]) -> dict:
+    """Phase tables (of :func:`initmem.empirical.memory.spread_table`'s ``spread``) for the
+    optimizers whose pipelines span two or more values of both axes."""
     configs = runs.drop_duplicates("pipeline")
     configs = configs.assign(decay=configs["l2"] + configs["weight_decay"])
     out = {}
@@ -610,11 +521,8 @@ def _phase_tables(runs: pd.DataFrame, notes: list[str]) -> dict[str, pd.DataFram
 __all__ = [
     "BridgeReport",
     "fit",
-    "isotonic_fit",
-    "loglog_fit",
     "markdown_table",
     "phase_table",
-    "stretched_exponential_fit",
     "summarize",
     "unit_comparison",
     "unit_verdict",

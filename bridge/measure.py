@@ -1,15 +1,8 @@
 """Measured forgetting: how fast each pipeline of a sweep forgets alpha, read from its runs' logs.
 
-Three memories, each a curve over training time (optimizer steps; epochs alongside):
-
-* **norm memory** (per layer): ``m(t) = log(|w|_hi(t) / |w|_lo(t)) / log(|w|_hi(0) / |w|_lo(0))``, the
-  log-ratio of the weight norms of the runs with the largest and the smallest alpha (same seed), divided
-  by its value at init (``log(alpha_hi / alpha_lo)`` for a scaled layer). For a scale-invariant layer
-  this is also ``-1/2`` times the log-ratio of effective learning rates ``lr / |w|^2``. ``m = 1``: alpha
-  fully remembered; ``m = 0``: forgotten. Layers that alpha does not scale are left out.
-* **accuracy spread**: max minus min over alphas of the seed-mean test accuracy at each evaluation (pp).
-* **prediction disagreement**: fraction of test images on which two runs of different alphas (same seed)
-  predict different classes, averaged over alpha pairs and seeds.
+The memories themselves, as curves over training time, are :mod:`initmem.empirical.curves`
+(definitions M2 to M4 of :mod:`initmem.empirical.memory`: norm memory, accuracy spread, prediction
+disagreement); this module says how fast they went.
 
 A forgetting time is an e-fold time from a least-squares fit of the whole (normalized) curve by
 ``exp(-t / tau)`` (:func:`fit_decay_time`), not from one crossing point. A curve that has not shrunk by
@@ -22,40 +15,33 @@ the curve's maximum after the pipeline has learned (seed-mean validation accurac
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
-from itertools import combinations
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-#: Name of the layer-averaged norm memory of every scaled scale-invariant layer of a pipeline.
-SCALE_INVARIANT_MEAN = "all scale-invariant"
-#: A layer counts as scaled by alpha when its init log-ratio is at least this fraction of log(a_hi/a_lo).
-SCALED_FRACTION = 0.5
+from initmem.bridge.deprecated import DEPRECATED
+from initmem.bridge.fits import bootstrap_decay
+from initmem.deprecation import moved
+from initmem.empirical import tables
+from initmem.empirical.curves import (
+    MemoryDataError,
+    accuracy_curves,
+)
+
 #: Function memory is fitted once the seed-mean validation accuracy reaches this fraction of its best.
 LEARNED_FRACTION = 0.9
-
-
-class BridgeDataError(ValueError):
-    """The sweep's runs lack what a measure needs (e.g. a second alpha); the message says what to add.
-
-    Not :class:`initmem.empirical.sweep.BridgeDataError` (a sweep file or folder that cannot be read or run):
-    this one is raised on readable runs that cannot be measured.
-    """
+#: The sweep's runs lack what a measure needs (e.g. a second alpha); the message says what to add.
+#: One class with :class:`initmem.empirical.curves.MemoryDataError` (the curves raise it).
+BridgeDataError = MemoryDataError
 
 
 # ----------------------------------------------------------------------------------- sweep layout
 def prepare_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The finished runs of a ``load_sweep`` table, with its ``pipeline`` and ``label`` columns.
 
-    Pipelines are :func:`initmem.empirical.memory.pipeline_id` (every hashed config field except
+    Pipelines are :func:`initmem.empirical.tables.pipeline_id` (every hashed config field except
     alpha and seed); a table without them gets them here. Raises :class:`BridgeDataError` when no run has
     finished.
     """
-    from initmem.empirical import memory
-
     if runs.empty:
         raise BridgeDataError("the sweep has no runs")
     for column in ("alpha", "seed", "hash", "run_dir"):
@@ -65,17 +51,17 @@ def prepare_runs(runs: pd.DataFrame) -> pd.DataFrame:
             )
     runs = runs.copy()
     if "pipeline" not in runs.columns:
-        fields = [c for c in memory.pipeline_columns() if c in runs.columns]
+        fields = [c for c in tables.pipeline_columns() if c in runs.columns]
         runs["pipeline"] = [
-            memory.pipeline_id(dict(zip(fields, row, strict=True)))
+            tables.pipeline_id(dict(zip(fields, row, strict=True)))
             for row in runs[fields].itertuples(index=False)
         ]
     if "label" not in runs.columns:
         if "variant" not in runs.columns:
             runs["variant"] = "sweep"
-        runs["label"] = memory.pipeline_labels(runs)
+        runs["label"] = tables.pipeline_labels(runs)
     if "status" in runs.columns and "test_acc" in runs.columns:
-        runs = memory.finished_runs(runs)
+        runs = tables.finished_runs(runs)
     if runs.empty:
         raise BridgeDataError(
             "no run of the sweep has finished yet (run `initmem sweep run` first)"
@@ -96,9 +82,7 @@ def require_alphas(runs: pd.DataFrame, needed: int = 2) -> None:
 
 def load_logs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-evaluation logs (``load_epochs``) and per-layer logs (``load_layers``) of the runs."""
-    from initmem.empirical.memory import load_epochs, load_layers
-
-    epochs, layers = load_epochs(runs), load_layers(runs)
+    epochs, layers = tables.load_epochs(runs), tables.load_layers(runs)
     if epochs.empty or "step" not in epochs.columns:
         raise BridgeDataError("the runs have no per-evaluation logs (log.jsonl / metrics.parquet)")
     if not (epochs["step"] > 0).any():
@@ -124,208 +108,7 @@ def steps_per_epoch(table: pd.DataFrame) -> pd.Series:
     return ratio.reindex(table["pipeline"].unique()).astype(float)
 
 
-# ----------------------------------------------------------------------------------- decay fits
-@dataclass(frozen=True)
-class DecayFit:
-    """One fitted forgetting time.
-
-    ``tau``: the e-fold time of the best fit ``exp(-t / tau)`` (unit of ``t``; ``inf`` when the curve
-    does not decay at all); ``t_span``: how long the curve was observed; ``forgotten``: ``tau <= t_span``
-    (the fitted curve shrank by e within the run); ``r2``: goodness of the fit.
-    """
-
-    tau: float
-    t_span: float
-    forgotten: bool
-    r2: float
-
-    @property
-    def reported(self) -> float:
-        """``tau`` when forgotten, else the lower bound ``t_span`` (not forgotten within the run)."""
-        return self.tau if self.forgotten else self.t_span
-
-
-def fit_decay_time(t: np.ndarray, memory: np.ndarray) -> DecayFit:
-    """Fit ``memory(t) ~ exp(-t / tau)`` by least squares over the whole curve; ``memory(0) = 1``.
-
-    ``t`` >= 0 (any time unit, e.g. steps since the curve's start), ``memory`` the curve divided by its
-    value at ``t = 0``. The sum of squared residuals is minimized over ``log tau`` (a log-spaced grid,
-    then a bounded Brent refinement); a best fit beyond 1e6 times the observed span is reported as
-    ``tau = inf`` (no decay visible). NaN points are ignored.
-    """
-    from scipy.optimize import minimize_scalar
-
-    t = np.asarray(t, dtype=np.float64)
-    memory = np.asarray(memory, dtype=np.float64)
-    if t.shape != memory.shape or t.ndim != 1:
-        raise ValueError(f"t and memory must be 1-d of one shape (got {t.shape}, {memory.shape})")
-    keep = np.isfinite(t) & np.isfinite(memory)
-    t, memory = t[keep], memory[keep]
-    if np.any(t < 0):
-        raise ValueError("t must be >= 0 (time since the start of the curve)")
-    positive = t[t > 0]
-    if positive.size == 0:
-        raise ValueError("t must hold at least one time > 0 to fit a decay")
-    t_span = float(positive.max())
-
-    def sse(log_tau):
-        tau = np.exp(np.atleast_1d(log_tau))[:, None]
-        return np.sum((memory[None, :] - np.exp(-t[None, :] / tau)) ** 2, axis=1)
-
-    lo, hi = np.log(positive.min() / 100.0), np.log(t_span * 1e6)
-    grid = np.linspace(lo, hi, 241)
-    values = sse(grid)
-    best = int(np.argmin(values))
-    log_tau = grid[best]
-    if 0 < best < len(grid) - 1:
-        res = minimize_scalar(
-            lambda x: float(sse(x)[0]), bounds=(grid[best - 1], grid[best + 1]), method="bounded"
-        )
-        log_tau = res.x if res.fun <= values[best] else log_tau
-    tau = np.inf if log_tau >= hi - 1e-9 else float(np.exp(log_tau))
-    residual = float(sse(log_tau)[0])
-    total = float(np.sum((memory - memory.mean()) ** 2))
-    r2 = 1.0 - residual / total if total > 0 else np.nan
-    return DecayFit(tau=tau, t_span=t_span, forgotten=bool(tau <= t_span), r2=r2)
-
-
-def bootstrap_decay(
-    t: np.ndarray,
-    curves: np.ndarray,
-    *,
-    n_boot: int = 200,
-    level: float = 0.95,
-    seed: int = 0,
-    reduce=None,
-) -> dict:
-    """Forgetting time of the seed-mean curve and its bootstrap interval over seeds.
-
-    ``curves`` (n_seeds, n_times, ...) holds one curve per seed on the common times ``t``; ``reduce``
-    maps a resampled stack to the normalized 1-d memory (default: the NaN-mean over seeds). The point
-    estimate fits the reduction of all seeds; the interval is the ``level`` percentile range of the fits
-    of ``n_boot`` resamples of seeds with replacement (NaN with one seed; ``inf`` ends allowed).
-    Returns ``tau``, ``tau_lo``, ``tau_hi``, ``t_span``, ``forgotten``, ``r2``, ``n_seeds``.
-    """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1) (got {level})")
-    if n_boot < 0:
-        raise ValueError(f"n_boot must be >= 0 (got {n_boot})")
-    curves = np.asarray(curves, dtype=np.float64)
-    reduce = reduce or (lambda stack: np.nanmean(stack, axis=0))
-    point = fit_decay_time(t, reduce(curves))
-    n_seeds = curves.shape[0]
-    lo = hi = np.nan
-    if n_seeds > 1 and n_boot > 0:
-        rng = np.random.default_rng(seed)
-        taus = np.full(n_boot, np.nan)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns of a resample
-            for i in range(n_boot):
-                pick = rng.integers(0, n_seeds, n_seeds)
-                try:
-                    taus[i] = fit_decay_time(t, reduce(curves[pick])).tau
-                except ValueError:  # a resample with no finite point left
-                    continue
-        q = (1 - level) / 2
-        if np.isfinite(taus).any() or np.isinf(taus).any():
-            lo, hi = np.nanquantile(taus, [q, 1 - q], method="lower")
-    return {
-        "tau": point.reported,
-        "tau_fit": point.tau,
-        "tau_lo": float(lo),
-        "tau_hi": float(hi),
-        "t_span": point.t_span,
-        "forgotten": point.forgotten,
-        "r2": point.r2,
-        "n_seeds": n_seeds,
-    }
-
-
 # ----------------------------------------------------------------------------------- norm memory
-def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
-    """Norm memory of every scaled layer, per pipeline, seed and evaluation (tidy).
-
-    ``runs`` from :func:`prepare_runs`; ``layers`` from :func:`load_logs`. Pairs the largest and smallest alpha of each pipeline that share a seed.
-    Columns: ``pipeline``, ``seed``, ``layer``, ``scale_invariant``, ``epoch``, ``step``, ``alpha_lo``,
-    ``alpha_hi``, ``log_ratio`` (``log |w|_hi / |w|_lo``), ``memory`` (log_ratio over its init value).
-    Adds, per pipeline and seed, the layer :data:`SCALE_INVARIANT_MEAN`: the mean memory of the scaled
-    scale-invariant layers.
-    """
-    needed = {"hash", "epoch", "layer", "weight_norm"}
-    if layers.empty or not needed <= set(layers.columns):
-        raise BridgeDataError(f"the layer logs lack {sorted(needed - set(layers.columns))}")
-    step_of = layers.groupby(["hash", "epoch"])["step"].first() if "step" in layers else None
-    out = []
-    for (pipeline, seed), group in runs.groupby(["pipeline", "seed"]):
-        if group["alpha"].nunique() < 2:
-            continue
-        lo_run = group.loc[group["alpha"].idxmin()]
-        hi_run = group.loc[group["alpha"].idxmax()]
-        lo = layers[layers["hash"] == lo_run["hash"]].set_index(["layer", "epoch"])
-        hi = layers[layers["hash"] == hi_run["hash"]].set_index(["layer", "epoch"])
-        joined = (
-            lo[["weight_norm"]]
-            .add_suffix("_lo")
-            .join(hi[["weight_norm"]].add_suffix("_hi"), how="inner")
-        )
-        if joined.empty:
-            continue
-        frame = joined.reset_index()
-        frame["log_ratio"] = np.log(frame["weight_norm_hi"] / frame["weight_norm_lo"])
-        invariant = lo["scale_invariant"] if "scale_invariant" in lo else None
-        frame["scale_invariant"] = (
-            invariant.groupby(level="layer").first().reindex(frame["layer"]).to_numpy(dtype=bool)
-            if invariant is not None
-            else False
-        )
-        init = frame[frame["epoch"] == frame["epoch"].min()].set_index("layer")["log_ratio"]
-        full = np.log(hi_run["alpha"] / lo_run["alpha"])
-        scaled = init[init.abs() >= SCALED_FRACTION * full].index
-        frame = frame[frame["layer"].isin(scaled)].copy()
-        frame["memory"] = frame["log_ratio"] / frame["layer"].map(init)
-        frame["step"] = (
-            step_of.reindex(
-                list(zip([lo_run["hash"]] * len(frame), frame["epoch"], strict=True))
-            ).to_numpy()
-            if step_of is not None
-            else np.nan
-        )
-        frame = frame.assign(
-            pipeline=pipeline, seed=seed, alpha_lo=lo_run["alpha"], alpha_hi=hi_run["alpha"]
-        )
-        out.append(frame)
-        invariant_rows = frame[frame["scale_invariant"]]
-        if not invariant_rows.empty:
-            mean = (
-                invariant_rows.groupby("epoch")
-                .agg(
-                    step=("step", "first"),
-                    log_ratio=("log_ratio", "mean"),
-                    memory=("memory", "mean"),
-                )
-                .reset_index()
-            )
-            out.append(
-                mean.assign(
-                    layer=SCALE_INVARIANT_MEAN,
-                    scale_invariant=True,
-                    pipeline=pipeline,
-                    seed=seed,
-                    alpha_lo=lo_run["alpha"],
-                    alpha_hi=hi_run["alpha"],
-                )
-            )
-    if not out:
-        raise BridgeDataError(
-            "no pipeline has two alphas with layer logs for the same seed: the norm memory compares "
-            "runs that differ only in alpha"
-        )
-    columns = ["pipeline", "seed", "layer", "scale_invariant", "epoch", "step", "alpha_lo"]
-    columns += ["alpha_hi", "log_ratio", "memory"]
-    curves = pd.concat(out, ignore_index=True)[columns]
-    return curves.sort_values(["pipeline", "layer", "seed", "epoch"], ignore_index=True)
-
-
 def norm_forgetting_times(
     curves: pd.DataFrame, *, n_boot: int = 200, level: float = 0.95, seed: int = 0
 ) -> pd.DataFrame:
@@ -360,64 +143,6 @@ def norm_forgetting_times(
 
 
 # ----------------------------------------------------------------------------------- function memory
-def accuracy_curves(
-    runs: pd.DataFrame, epochs: pd.DataFrame, metric: str = "test_acc"
-) -> pd.DataFrame:
-    """Per-evaluation accuracy of every run with its pipeline, alpha and seed (tidy)."""
-    if metric not in epochs.columns:
-        raise BridgeDataError(f"the epoch logs lack '{metric}'")
-    keys = runs[["hash", "pipeline", "alpha", "seed"]]
-    table = epochs[["hash", "epoch", "step", metric]].merge(keys, on="hash")
-    return table.sort_values(["pipeline", "alpha", "seed", "epoch"], ignore_index=True)
-
-
-def spread_curves(runs: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
-    """Test-accuracy spread across alphas at every evaluation, per pipeline (percentage points).
-
-    The spread is max minus min over alphas of the seed-mean test accuracy. Columns: ``pipeline``,
-    ``epoch``, ``step``, ``spread_pp``, ``n_alphas``.
-    """
-    acc = accuracy_curves(runs, epochs)
-    mean = acc.groupby(["pipeline", "epoch", "step", "alpha"])["test_acc"].mean().reset_index()
-    grouped = mean.groupby(["pipeline", "epoch", "step"])["test_acc"]
-    out = grouped.agg(lambda a: 100.0 * (a.max() - a.min())).rename("spread_pp").to_frame()
-    out["n_alphas"] = grouped.size()
-    return out.reset_index()
-
-
-def disagreement_curves(runs: pd.DataFrame) -> pd.DataFrame:
-    """Prediction disagreement between alphas at every evaluation, per pipeline and seed.
-
-    Reads ``predictions.npz`` (``epochs``, ``test_pred``) of each run; for each seed, the fraction of
-    test images on which two runs of different alphas predict different classes, averaged over all
-    alpha pairs. Columns: ``pipeline``, ``seed``, ``epoch``, ``disagreement`` (fraction in [0, 1]).
-    """
-    rows = []
-    for (pipeline, seed), group in runs.groupby(["pipeline", "seed"]):
-        preds = {}
-        for alpha, run_dir in zip(group["alpha"], group["run_dir"], strict=True):
-            path = Path(run_dir) / "predictions.npz"
-            if path.is_file():
-                with np.load(path) as data:
-                    preds[alpha] = dict(
-                        zip(data["epochs"].tolist(), data["test_pred"], strict=True)
-                    )
-        if len(preds) < 2:
-            continue
-        shared = set.intersection(*(set(p) for p in preds.values()))
-        for epoch in sorted(shared):
-            pairs = [np.mean(preds[a][epoch] != preds[b][epoch]) for a, b in combinations(preds, 2)]
-            rows.append(
-                {
-                    "pipeline": pipeline,
-                    "seed": seed,
-                    "epoch": epoch,
-                    "disagreement": float(np.mean(pairs)),
-                }
-            )
-    return pd.DataFrame(rows, columns=["pipeline", "seed", "epoch", "disagreement"])
-
-
 def function_forgetting_times(
     runs: pd.DataFrame,
     epochs: pd.DataFrame,
@@ -426,6 +151,7 @@ def function_forgetting_times(
     n_boot: int = 200,
     level: float = 0.95,
     seed: int = 0,
+    accuracy: tuple | None = None,
 ) -> pd.DataFrame:
     """Decay time of the accuracy spread and of the prediction disagreement, per pipeline.
 
@@ -434,10 +160,10 @@ def function_forgetting_times(
     value there and fitted by :func:`fit_decay_time`, with a bootstrap over seeds (resampled jointly
     across alphas). Columns: ``pipeline``, ``memory`` ("spread" | "disagreement"), ``start_step``,
     ``value_start``, ``value_end`` (pp for the spread, fraction for the disagreement) and the time
-    columns of :func:`norm_forgetting_times` (measured from ``start_step``).
+    columns of :func:`norm_forgetting_times` (measured from ``start_step``). ``accuracy``:
+    :func:`accuracy_pair` of the runs, when already built.
     """
-    acc = accuracy_curves(runs, epochs)
-    val = accuracy_curves(runs, epochs, "val_acc") if "val_acc" in epochs else None
+    acc, val = accuracy or accuracy_pair(runs, epochs)
     epoch_steps = steps_per_epoch(acc)
     options = dict(n_boot=n_boot, level=level, seed=seed)
     rows = []
@@ -484,6 +210,13 @@ def function_forgetting_times(
             )
         )
     return pd.DataFrame([row for row in rows if row is not None])
+
+
+def accuracy_pair(runs: pd.DataFrame, epochs: pd.DataFrame) -> tuple:
+    """``(test, validation)`` accuracy curves of the runs (:func:`accuracy_curves`; validation None
+    when the logs lack it): built once and handed to every function memory of :func:`fit`."""
+    val = accuracy_curves(runs, epochs, "val_acc") if "val_acc" in epochs else None
+    return accuracy_curves(runs, epochs), val
 
 
 def _spread_of(sample: np.ndarray) -> np.ndarray:
@@ -567,35 +300,19 @@ def _short(value) -> str:
     return str(value)
 
 
-_RENAMED = {"SweepError": "BridgeDataError", "accuracy_table": "accuracy_curves"}
-
-
 def __getattr__(name: str):
-    """Deprecated names of this module (PEP 562): ``SweepError``, ``accuracy_table``."""
-    if name in _RENAMED:
-        new = _RENAMED[name]
-        warnings.warn(
-            f"initmem.bridge.measure.{name} is deprecated: use {new}", DeprecationWarning, 2
-        )
-        return globals()[new]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
+    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [
     "BridgeDataError",
-    "DecayFit",
-    "SCALE_INVARIANT_MEAN",
-    "accuracy_curves",
-    "bootstrap_decay",
-    "disagreement_curves",
-    "fit_decay_time",
+    "accuracy_pair",
     "function_forgetting_times",
     "learned_step",
     "load_logs",
     "norm_forgetting_times",
-    "norm_memory_curves",
     "prepare_runs",
     "require_alphas",
-    "spread_curves",
     "steps_per_epoch",
 ]

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from initmem.bridge import predict
-from initmem.bridge.measure import SCALE_INVARIANT_MEAN
+from initmem.bridge.units import UNIT_DEFINITIONS, phase_boundary, run_config
+from initmem.empirical.curves import SCALE_INVARIANT_MEAN
 
 FIGURE_DPI = 120
 
@@ -117,7 +117,7 @@ def plot_collapse(report, path: Path) -> bool:
                 ax.set_xscale("log")
             score = r2.get((memory, unit), np.nan) if len(r2) else np.nan
             ax.set_title(f"{memory} memory vs {unit} (R^2 = {score:.2f})")
-            ax.set_xlabel(predict.UNIT_DEFINITIONS[unit])
+            ax.set_xlabel(UNIT_DEFINITIONS[unit])
             ax.set_ylabel("norm memory" if memory == "norm" else "test-accuracy spread (pp)")
     axes[0, 0].legend(fontsize=7)
     _save(fig, path)
@@ -285,9 +285,7 @@ def plot_phase(report, table: pd.DataFrame, path: Path) -> bool:
             continue
         x_grid = _fine_grid(xs, x_name)
         y_grid = _fine_grid(ys, y_name)
-        values = predict.phase_boundary(
-            predict.run_config(first), x_name, y_name, x_grid, y_grid, inv
-        )
+        values = phase_boundary(run_config(first), x_name, y_name, x_grid, y_grid, inv)
         if np.nanmin(values) < 1 < np.nanmax(values):
             ax.contour(
                 _positions(xs, x_grid),

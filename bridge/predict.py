@@ -2,7 +2,7 @@
 
 Three kinds of prediction, all in optimizer steps:
 
-* **Accumulated regularization** (:func:`accumulated_units`): for each run and evaluation, the running
+* **Accumulated regularization** (:func:`initmem.bridge.units.evaluation_units`): for each run and evaluation, the running
   sums of :func:`initmem.theory.schedule.accumulated_regularization` over the run's own per-step
   schedule (:func:`initmem.theory.schedule.lr_multipliers`, as the trainer applies it), in the
   candidate units of forgetting of :data:`UNITS`.
@@ -11,7 +11,7 @@ Three kinds of prediction, all in optimizer steps:
   ``G`` (the squared loss gradient at unit weight norm, ``|g|^2 |w|^2``) taken per evaluation interval
   from the pipeline's own logged ``grad_sq_sum`` (mean over its runs: the laws assume ``G`` does not
   depend on alpha). The predicted forgetting time is fitted from that curve on the logged steps exactly
-  as the measured one is (:func:`initmem.bridge.measure.fit_decay_time`), so the two are the same
+  as the measured one is (:func:`initmem.bridge.fits.fit_decay_time`), so the two are the same
   statistic.
 * **The exact one-step identity** (:func:`identity_check`): for SGD without momentum and a
   scale-invariant weight, ``|w'|^2 = (1 - lr (l2 + wd))^2 |w|^2 + lr^2 |g|^2`` every step
@@ -28,188 +28,18 @@ layers and the pipeline's runs). The phase diagrams draw its level 1.
 
 from __future__ import annotations
 
-import dataclasses
-import math
-
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.measure import SCALE_INVARIANT_MEAN, fit_decay_time
-from initmem.empirical.config import RunConfig
+from initmem.bridge.deprecated import DEPRECATED
+from initmem.bridge.fits import fit_decay_time
+from initmem.bridge.units import init_norms, run_config, step_lrs
+from initmem.deprecation import moved
+from initmem.empirical.curves import SCALE_INVARIANT_MEAN
 from initmem.theory import normalized
-from initmem.theory import units as theory_units
 
-#: Candidate units of forgetting (the one definition: :mod:`initmem.theory.units`).
-UNITS = theory_units.UNITS
-UNIT_DEFINITIONS = theory_units.UNIT_DEFINITIONS
 #: Largest relative error of the one-step identity that counts as reproduced.
 IDENTITY_TOLERANCE = 0.01
-
-
-# ----------------------------------------------------------------------------------- schedules
-def run_config(row: pd.Series | dict) -> RunConfig:
-    """The :class:`RunConfig` of a row of ``load_sweep``'s table (not re-validated)."""
-    values = {}
-    for name in RunConfig.field_names():
-        if name not in row:
-            continue
-        value = row[name]
-        if isinstance(value, (tuple, list, np.ndarray)):
-            value = [v.item() if isinstance(v, np.generic) else v for v in value]
-        elif isinstance(value, np.generic):
-            value = value.item()
-        if isinstance(value, float) and math.isnan(value):
-            value = None  # an optional field left empty (pandas turns None into NaN)
-        values[name] = value
-    return RunConfig.from_dict(values, validate=False)
-
-
-def step_lrs(config: RunConfig) -> np.ndarray:
-    """The learning rate of each optimizer step of a run (length ``total_steps``), as trained."""
-    return config.lr * config.lr_multipliers()
-
-
-def unit_increments(config: RunConfig, inv_init_sq_per_coord: float = np.nan) -> pd.DataFrame:
-    """Per-step increments of every unit of :data:`UNITS` for one config (one row per step).
-
-    :func:`initmem.theory.units.unit_increments` (the one definition) fed with the run's per-step
-    learning rates (:func:`step_lrs`) and settings, and ``inv_init_sq_per_coord`` (``d / |w_0|^2``
-    at alpha = 1; NaN leaves ``adam`` undefined).
-    """
-    return pd.DataFrame(
-        theory_units.unit_increments(
-            step_lrs(config),
-            optimizer=config.optimizer,
-            batch_size=config.batch_size,
-            steps_per_epoch=config.steps_per_epoch,
-            momentum=config.momentum,
-            l2=config.l2,
-            weight_decay=config.weight_decay,
-            inv_init_sq_per_coord=inv_init_sq_per_coord,
-        )
-    )[list(UNITS)]
-
-
-def init_scale(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.Series:
-    """Per pipeline: mean over its scale-invariant layers of ``d / |w_0|^2`` at alpha = 1.
-
-    ``|w_0(1)|^2 = |w_0(alpha)|^2 / alpha^2`` for the layers alpha scales (read at the first
-    evaluation, epoch 0); a layer counts as scaled when ``ln |w_0|^2`` grows with ``ln alpha`` at a
-    slope above 1 (2 if scaled, 0 if ``alpha_groups`` leaves it alone).
-    """
-    init = _init_norms(runs, layers)
-    per_layer = (init["numel"] / init["norm_sq_at_1"]).groupby([init["pipeline"], init["layer"]])
-    return per_layer.mean().groupby(level="pipeline").mean().rename("inv_init_sq_per_coord")
-
-
-def _init_norms(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
-    """Epoch-0 rows of the scale-invariant layers with ``scaled`` and ``norm_sq_at_1`` (|w_0|^2 at
-    alpha = 1)."""
-    first = layers[layers["epoch"] == layers.groupby("hash")["epoch"].transform("min")]
-    first = first[first["scale_invariant"].astype(bool) & (first["weight_norm"] > 0)]
-    first = first.merge(runs[["hash", "pipeline", "alpha"]], on="hash")
-    first = first.assign(
-        scale_invariant=True,
-        log_norm_sq=2.0 * np.log(first["weight_norm"]),
-        log_alpha=np.log(first["alpha"]),
-    )
-    slopes = {}
-    for key, group in first.groupby(["pipeline", "layer"]):
-        spread = group["log_alpha"].max() - group["log_alpha"].min()
-        slopes[key] = (
-            np.polyfit(group["log_alpha"], group["log_norm_sq"], 1)[0] if spread > 0 else 2.0
-        )
-    scaled = np.array(
-        [slopes[k] > 1.0 for k in zip(first["pipeline"], first["layer"], strict=True)]
-    )
-    return first.assign(
-        scaled=scaled,
-        norm_sq_at_1=np.exp(first["log_norm_sq"] - np.where(scaled, 2.0 * first["log_alpha"], 0.0)),
-    )
-
-
-def accumulated_units(
-    runs: pd.DataFrame, epochs: pd.DataFrame, layers: pd.DataFrame | None = None
-) -> pd.DataFrame:
-    """Every unit of :data:`UNITS`, accumulated up to each evaluation of each run (tidy).
-
-    Columns: ``hash``, ``pipeline``, ``epoch``, ``step`` and one column per unit (its running sum over
-    the steps done). ``adam`` needs the layer logs for ``d / |w_0|^2`` (NaN without them).
-    """
-    scale = init_scale(runs, layers) if layers is not None and not layers.empty else pd.Series()
-    cache: dict[str, pd.DataFrame] = {}
-    frames = []
-    for _, run in runs.iterrows():
-        config = run_config(run)
-        key = f"{run['pipeline']}"
-        if key not in cache:
-            increments = unit_increments(config, float(scale.get(run["pipeline"], np.nan)))
-            cumulative = increments.cumsum()
-            zero = pd.DataFrame([dict.fromkeys(cumulative.columns, 0.0)])
-            cache[key] = pd.concat([zero, cumulative], ignore_index=True)
-        sums = cache[key]
-        logged = epochs[epochs["hash"] == run["hash"]][["epoch", "step"]].copy()
-        index = np.clip(logged["step"].to_numpy(dtype=int), 0, len(sums) - 1)
-        values = sums.iloc[index].reset_index(drop=True)
-        logged = logged.reset_index(drop=True)
-        frames.append(pd.concat([logged, values], axis=1).assign(hash=run["hash"], pipeline=key))
-    if not frames:
-        return pd.DataFrame(columns=["hash", "pipeline", "epoch", "step", *UNITS])
-    out = pd.concat(frames, ignore_index=True)
-    return out[["hash", "pipeline", "epoch", "step", *UNITS]]
-
-
-def steps_to_unit(config: RunConfig, unit: str, level: float = 1.0, inv_init_sq=np.nan) -> float:
-    """Steps until ``unit`` accumulates ``level``: inside the run by the schedule, beyond its end at
-    the final per-step rate (``inf`` when the unit does not grow). The unit's predicted forgetting time.
-    """
-    if unit not in UNITS:
-        raise ValueError(f"unit must be one of {list(UNITS)} (got {unit!r})")
-    increments = unit_increments(config, inv_init_sq)[unit].to_numpy()
-    running = np.cumsum(increments)
-    hit = np.flatnonzero(running >= level)
-    if hit.size:
-        return float(hit[0] + 1)
-    rate = increments[-1] if increments.size else 0.0
-    if not rate > 0:
-        return math.inf
-    return float(len(increments) + (level - running[-1]) / rate)
-
-
-def phase_boundary(config, x: str, y: str, x_values, y_values, inv_init_sq=np.nan) -> np.ndarray:
-    """Accumulated regularization at the end of a run of ``config`` over the grid ``x`` x ``y``.
-
-    ``x``, ``y`` among ``lr``, ``decay`` (set on ``l2`` if the config uses coupled L2, else on
-    ``weight_decay``) and ``batch_size``; every other setting is ``config``'s. At a fixed schedule
-    explicit decay scales as ``lr * decay`` and the noise terms as ``lr^2``; each batch size (which
-    also sets the steps per epoch) is summed afresh by :func:`~initmem.bridge.unit_increments`.
-    Returns an array of shape (len(y_values), len(x_values)).
-    """
-    for name in (x, y):
-        if name not in ("lr", "decay", "batch_size"):
-            raise ValueError(f"x and y must be among lr, decay, batch_size (got {name!r})")
-    xs, ys = np.meshgrid(np.asarray(x_values, dtype=float), np.asarray(y_values, dtype=float))
-    values = {
-        "lr": np.full(xs.shape, config.lr),
-        "decay": np.full(xs.shape, config.l2 + config.weight_decay),
-        "batch_size": np.full(xs.shape, float(config.batch_size)),
-    }
-    values[x], values[y] = xs, ys
-    on_l2 = config.l2 > 0
-    noise = theory_units.noise_unit(config.optimizer)
-    out = np.empty(xs.shape)
-    for batch in np.unique(values["batch_size"]):
-        if batch > config.resolved_train_size:
-            out[values["batch_size"] == batch] = np.nan
-            continue
-        base = dataclasses.replace(
-            config, lr=1.0, l2=float(on_l2), weight_decay=float(not on_l2), batch_size=int(batch)
-        )
-        sums = unit_increments(base, inv_init_sq).sum()
-        mask = values["batch_size"] == batch
-        lr = values["lr"][mask]
-        out[mask] = lr * values["decay"][mask] * sums["explicit"] + lr**2 * sums[noise]
-    return out
 
 
 # ----------------------------------------------------------------------------------- the identity
@@ -298,13 +128,13 @@ def predicted_memory_curves(
 ) -> pd.DataFrame:
     """Norm memory of each scaled BN-followed conv predicted by :mod:`initmem.theory.normalized`.
 
-    For every (pipeline, layer) of ``norm_curves`` (:func:`~initmem.bridge.measure.norm_memory_curves`)
+    For every (pipeline, layer) of ``norm_curves`` (:func:`~initmem.empirical.curves.norm_memory_curves`)
     with a scale-invariant layer: the law's ``|w_t|^2`` at ``alpha_hi`` and ``alpha_lo`` from the
     alpha = 1 init norm (seed mean), and memory ``ln(|w(a_hi)|^2 / |w(a_lo)|^2) / (2 ln(a_hi / a_lo))``
     at the logged steps. SGD (any momentum): :func:`~initmem.theory.normalized.sgd_norm_law` with the
     run's per-step lr and the logged ``G`` per interval. Adam, AdamW, RMSprop:
     :class:`~initmem.theory.normalized.AdaptiveMeanField` (``d`` = the layer's size). Adds the layer
-    :data:`~initmem.bridge.measure.SCALE_INVARIANT_MEAN` (mean over layers). Columns: ``pipeline``,
+    :data:`~initmem.empirical.curves.SCALE_INVARIANT_MEAN` (mean over layers). Columns: ``pipeline``,
     ``layer``, ``step``, ``memory``.
     """
     grads = gradient_scale(runs, layers)
@@ -312,7 +142,7 @@ def predicted_memory_curves(
         norm_curves["scale_invariant"].astype(bool) & (norm_curves["layer"] != SCALE_INVARIANT_MEAN)
     ]
     first_runs = runs.drop_duplicates("pipeline").set_index("pipeline")
-    init_rows = _init_norms(runs, layers)
+    init_rows = init_norms(runs, layers)
     init = init_rows.groupby(["pipeline", "layer"])["norm_sq_at_1"].mean().to_dict()
     numels = init_rows.groupby(["pipeline", "layer"])["numel"].first().to_dict()
     out = []
@@ -403,19 +233,15 @@ def _law_norm_sq(config, numel, grad_sq_unit, steps, init_norm_sq) -> np.ndarray
     return field.norm_sq(steps, init_norm_sq)
 
 
+def __getattr__(name: str):
+    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
+    return moved(__name__, name, DEPRECATED)
+
+
 __all__ = [
     "IDENTITY_TOLERANCE",
-    "UNITS",
-    "UNIT_DEFINITIONS",
-    "accumulated_units",
     "gradient_scale",
     "identity_check",
-    "init_scale",
-    "phase_boundary",
     "predicted_memory_curves",
     "predicted_times",
-    "run_config",
-    "step_lrs",
-    "steps_to_unit",
-    "unit_increments",
 ]

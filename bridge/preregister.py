@@ -67,7 +67,7 @@ class GroupPredictions:
 
 def pipeline_of(config: RunConfig):
     """The theory's :class:`~initmem.theory.forgetting.Pipeline` for a ``RunConfig``."""
-    from initmem.theory.forgetting import Pipeline
+    from initmem.theory.forgetting import Pipeline  # pandas: loaded on first use
 
     return Pipeline(
         optimizer=config.optimizer,

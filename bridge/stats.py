@@ -1,144 +1,34 @@
-"""Statistics a reviewer accepts: every memory against its noise floor, and the unit decision.
+"""The unit decision: which unit of forgetting the pipelines' memories collapse onto, with intervals.
 
-* **Spread against a permutation null** (:func:`spread_null`): under "alpha changes nothing", the
-  alpha labels of one seed's runs are exchangeable (same data order, same init draw up to the scale),
-  so permuting them within each seed draws from the null distribution of the spread. The p-value is
-  the fraction of permutations (all of them when there are at most ``max_permutations``, else a
-  random sample plus the identity) whose spread is at least the observed one.
-* **Disagreement against the seed floor** (:func:`disagreement_excess`): the fraction of test points
-  on which two alphas (same seed) disagree, minus the fraction on which two seeds (same alpha)
-  disagree, with a percentile bootstrap interval over seeds (pairs of a seed with its own copy are
-  left out of the seed floor).
+The noise floors of the memories themselves (the spread's permutation null, the disagreement's
+seed floor) are :mod:`initmem.empirical.memory` (definitions M2, M3); here is what the verdict on
+the unit of forgetting rests on:
+
 * **The unit decision** (:func:`unit_bootstrap`), fixed in advance: for each memory, the paired
   difference ``r2_cv(accumulated) - r2_cv(epochs)`` of the leave-one-pipeline-out R^2 of a
   decreasing (isotonic) fit of the memory against the unit (:func:`lopo_r2`), with a percentile
   bootstrap interval that resamples pipelines and, within each, seeds. A winner is named only when
   the interval excludes zero (:func:`unit_decision_text`); other units are reported beside it
   (``r2``, ``r2_cv`` and their intervals), never used to pick a winner.
-* **Fit intervals** (:func:`loglog_r2_interval`): a bootstrap over pipelines of the R^2 (and slope) of
-  ``ln measured ~ ln predicted`` forgetting times.
-
 Everything here takes arrays or small tables; the bridge builds them from a sweep's logs
 (:func:`memory_cubes`).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from initmem.bridge import measure
+from initmem.bridge.deprecated import DEPRECATED
+from initmem.bridge.fits import lopo_r2, stretched_exponential_fit
+from initmem.deprecation import moved
+from initmem.empirical import curves, tables
+
 #: The comparison that decides (pre-registered): this unit against that one, on ``r2_cv``.
 DECIDING_UNITS = ("accumulated", "epochs")
-
-
-# ----------------------------------------------------------------------------------- spread null
-def spread_null(
-    accuracies, *, max_permutations: int = 4096, level: float = 0.95, seed: int = 0
-) -> dict:
-    """Spread of seed-mean accuracy across alphas, against its within-seed permutation null.
-
-    ``accuracies``: (n_seeds, n_alphas), one row per seed with every alpha (any unit; the spread is
-    in that unit). Returns ``spread`` (max minus min over alphas of the seed means), ``null_mean``
-    (the noise floor: the mean spread under permuted labels), ``null_hi`` (its ``level`` quantile),
-    ``excess`` (``spread - null_mean``), ``p_value``, ``p_min`` (the smallest attainable p-value:
-    relabelling every seed the same way leaves the spread unchanged, so it is
-    ``1 / n_alphas!^(n_seeds - 1)``: 1/16 for 2 alphas and 5 seeds, 1/32 for 6), ``n_permutations``,
-    ``exact`` (all permutations enumerated) and ``n_seeds``. NaN for fewer than 2 seeds or 2 alphas.
-    """
-    acc = np.asarray(accuracies, dtype=np.float64)
-    out = dict.fromkeys(["spread", "null_mean", "null_hi", "excess", "p_value", "p_min"], np.nan)
-    out.update(n_permutations=0, exact=False, n_seeds=int(acc.shape[0]) if acc.ndim == 2 else 0)
-    if acc.ndim != 2 or acc.shape[0] < 2 or acc.shape[1] < 2 or not np.isfinite(acc).all():
-        return out
-    n_seeds, n_alphas = acc.shape
-    observed = float(np.ptp(acc.mean(axis=0)))
-    per_seed = list(itertools.permutations(range(n_alphas)))
-    total = len(per_seed) ** n_seeds
-    if total <= max_permutations:
-        orders = np.array(list(itertools.product(range(len(per_seed)), repeat=n_seeds)))
-        exact = True
-    else:
-        rng = np.random.default_rng(seed)
-        orders = rng.integers(0, len(per_seed), size=(max_permutations - 1, n_seeds))
-        orders = np.vstack([np.zeros((1, n_seeds), dtype=int), orders])  # the identity
-        exact = False
-    perms = np.asarray(per_seed)[orders]  # (n_perm, n_seeds, n_alphas)
-    shuffled = np.take_along_axis(acc[None, :, :], perms, axis=2)
-    null = np.ptp(shuffled.mean(axis=1), axis=1)
-    p = float(np.mean(null >= observed - 1e-12))
-    # relabelling every seed at once leaves the spread unchanged: n_alphas! permutations tie
-    p_min = len(per_seed) / total if exact else 1.0 / len(null)
-    out.update(
-        p_min=float(p_min),
-        spread=observed,
-        null_mean=float(null.mean()),
-        null_hi=float(np.quantile(null, level)),
-        excess=observed - float(null.mean()),
-        p_value=p,
-        n_permutations=int(len(null)),
-        exact=exact,
-    )
-    return out
-
-
-# ----------------------------------------------------------------------------------- disagreement
-def disagreement_excess(
-    predictions: dict, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0
-) -> dict:
-    """Disagreement between alphas minus disagreement between seeds, with a bootstrap interval.
-
-    ``predictions``: ``{alpha: {seed: predicted classes (1-d int array over the test set)}}``; only
-    seeds present at every alpha are used. ``alpha_dis``: mean over seeds and alpha pairs of the
-    fraction of test points where two alphas of one seed disagree; ``seed_dis``: mean over alphas and
-    seed pairs of the same between two seeds of one alpha; ``excess = alpha_dis - seed_dis``.
-    The interval resamples seeds with replacement (a pair of a seed with its own copy is left out of
-    ``seed_dis``). NaN with fewer than 2 alphas or 2 seeds.
-    """
-    alphas = sorted(predictions)
-    seeds = sorted(set.intersection(*(set(predictions[a]) for a in alphas))) if alphas else []
-    out = dict.fromkeys(["alpha_dis", "seed_dis", "excess", "excess_lo", "excess_hi"], np.nan)
-    out["n_seeds"] = len(seeds)
-    if len(alphas) < 2 or len(seeds) < 2:
-        return out
-    stack = np.stack([[np.asarray(predictions[a][s]) for s in seeds] for a in alphas])
-    n_alpha, n_seed = stack.shape[:2]
-    # per-seed alpha disagreement (n_seed,), and the seed-pair matrix per alpha (n_alpha, S, S)
-    alpha_pairs = list(itertools.combinations(range(n_alpha), 2))
-    per_seed = np.mean(
-        [np.mean(stack[i] != stack[j], axis=1) for i, j in alpha_pairs], axis=0
-    )  # (n_seed,)
-    pair = np.mean(stack[:, :, None, :] != stack[:, None, :, :], axis=3)  # (A, S, S)
-    pair = pair.mean(axis=0)  # mean over alphas: (S, S)
-    upper = np.triu_indices(n_seed, 1)
-
-    def statistic(index: np.ndarray) -> float:
-        a = per_seed[index].mean()
-        i, j = np.meshgrid(index, index, indexing="ij")
-        distinct = i != j
-        mask = np.triu(np.ones((len(index), len(index)), dtype=bool), 1) & distinct
-        if not mask.any():
-            return np.nan
-        return float(a - pair[i[mask], j[mask]].mean())
-
-    alpha_dis = float(per_seed.mean())
-    seed_dis = float(pair[upper].mean())
-    rng = np.random.default_rng(seed)
-    boots = np.array([statistic(rng.integers(0, n_seed, n_seed)) for _ in range(n_boot)])
-    boots = boots[np.isfinite(boots)]
-    tail = (1 - level) / 2
-    lo, hi = np.quantile(boots, [tail, 1 - tail]) if boots.size else (np.nan, np.nan)
-    out.update(
-        alpha_dis=alpha_dis,
-        seed_dis=seed_dis,
-        excess=alpha_dis - seed_dis,
-        excess_lo=float(lo),
-        excess_hi=float(hi),
-    )
-    return out
 
 
 # ----------------------------------------------------------------------------------- unit decision
@@ -162,29 +52,6 @@ class PipelineCube:
         if values.ndim == 2:
             return np.nanmean(values, axis=0)
         return self.scale * np.ptp(np.nanmean(values, axis=0), axis=0)
-
-
-def lopo_r2(u, y, groups) -> float:
-    """Leave-one-pipeline-out R^2 of a decreasing isotonic fit of ``y`` on ``u``.
-
-    Each group (pipeline) is predicted by the fit to all other groups
-    (:func:`initmem.bridge.fitting.isotonic_fit`, interpolated in ``ln u``); R^2 = 1 - SSE / SST over
-    every point. NaN with fewer than two groups or no variance.
-    """
-    from initmem.bridge.fitting import isotonic_fit
-
-    u = np.asarray(u, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    groups = np.asarray(groups)
-    total = float(np.sum((y - y.mean()) ** 2))
-    labels = np.unique(groups)
-    if labels.size < 2 or total == 0:
-        return np.nan
-    pred = np.empty_like(y)
-    for label in labels:
-        held = groups == label
-        pred[held] = isotonic_fit(u[~held], y[~held], u[held])
-    return 1.0 - float(np.sum((y - pred) ** 2)) / total
 
 
 def _stack(cubes, picks, unit):
@@ -219,15 +86,13 @@ def unit_bootstrap(
     in the leave-one-pipeline-out fit (all copies are held out together). Returns
 
     * ``intervals``: one row per (memory, unit): ``r2_lo``, ``r2_hi`` (stretched exponential R^2 of
-      :func:`initmem.bridge.fitting.stretched_exponential_fit`, each replicate refined from the
+      :func:`initmem.bridge.fits.stretched_exponential_fit`, each replicate refined from the
       full-data fit; NaN when ``with_parametric`` is False),
       ``r2_cv_lo``, ``r2_cv_hi`` (:func:`lopo_r2`), ``n_boot``;
     * ``decision``: one row per memory: ``diff`` = ``r2_cv(accumulated) - r2_cv(epochs)`` on the
       data, ``diff_lo``, ``diff_hi`` (``level`` percentile interval), ``n_pipelines``, ``winner``
       ("accumulated", "epochs" or "cannot tell") and ``text`` (:func:`unit_decision_text`).
     """
-    from initmem.bridge.fitting import stretched_exponential_fit
-
     rng = np.random.default_rng(seed)
     tail = (1 - level) / 2
     rows, decisions = [], []
@@ -329,28 +194,27 @@ def memory_cubes(
     accumulated: pd.DataFrame,
     predicted_curves: pd.DataFrame | None = None,
     notes: list | None = None,
+    accuracy: tuple | None = None,
 ) -> dict:
     """The per-seed memories of a sweep, beside every unit, as :class:`PipelineCube` per memory.
 
     ``norm``: the layer-mean norm memory of the scaled BN-followed convs
-    (:data:`~initmem.bridge.measure.SCALE_INVARIANT_MEAN` of ``norm_curves``), every evaluation.
+    (:data:`~initmem.empirical.curves.SCALE_INVARIANT_MEAN` of ``norm_curves``), every evaluation.
     ``spread``: the test-accuracy spread across alphas (pp), at the evaluations after the pipeline has
-    learned (:func:`~initmem.bridge.measure.learned_step`), from the seeds whose runs interpolate
-    (final train accuracy >= :data:`~initmem.empirical.memory.INTERPOLATION_THRESHOLD`) at every
-    alpha; a pipeline with fewer than 2 such seeds is left out (and named in ``notes``). Units at
+    learned (:func:`~initmem.bridge.measure.learned_step`), from the seeds whose runs interpolate at
+    every alpha (:func:`~initmem.empirical.tables.interpolating_seeds`, M1 of
+    :mod:`initmem.empirical.memory`); a pipeline with fewer than 2 such seeds is left out (and named in ``notes``). Units at
     each evaluation are the pipeline's mean over its runs of ``accumulated``
-    (:func:`~initmem.bridge.predict.accumulated_units`), plus ``theory`` (``-ln`` of the law's
-    predicted norm memory) where ``predicted_curves`` has it.
+    (:func:`~initmem.bridge.units.evaluation_units`), plus ``theory`` (``-ln`` of the law's
+    predicted norm memory) where ``predicted_curves`` has it. ``accuracy``:
+    :func:`~initmem.bridge.measure.accuracy_pair` of the runs, when already built.
     """
-    from initmem.bridge import measure
-    from initmem.empirical.memory import interpolates
-
     notes = notes if notes is not None else []
     unit_cols = [c for c in accumulated.columns if c not in ("hash", "pipeline", "epoch", "step")]
     per_step = accumulated.groupby(["pipeline", "step"])[unit_cols].mean()
     law = {}
     if predicted_curves is not None and not predicted_curves.empty:
-        mean = predicted_curves[predicted_curves["layer"] == measure.SCALE_INVARIANT_MEAN]
+        mean = predicted_curves[predicted_curves["layer"] == curves.SCALE_INVARIANT_MEAN]
         for pipeline, group in mean.groupby("pipeline"):
             memory = np.clip(group["memory"].to_numpy(dtype=float), 1e-12, None)
             law[pipeline] = pd.Series(-np.log(memory), index=group["step"].to_numpy())
@@ -364,7 +228,7 @@ def memory_cubes(
 
     cubes: dict = {"norm": [], "spread": []}
     if not norm_curves.empty:
-        norm = norm_curves[norm_curves["layer"] == measure.SCALE_INVARIANT_MEAN]
+        norm = norm_curves[norm_curves["layer"] == curves.SCALE_INVARIANT_MEAN]
         for pipeline, group in norm.groupby("pipeline", sort=False):
             if pipeline not in per_step.index.get_level_values(0):
                 continue
@@ -373,19 +237,14 @@ def memory_cubes(
             cubes["norm"].append(
                 PipelineCube(pipeline, table.to_numpy(dtype=float), units_at(pipeline, steps))
             )
-    acc = measure.accuracy_curves(runs, epochs)
-    metric = "val_acc" if "val_acc" in epochs else "test_acc"
-    learned_from = measure.accuracy_curves(runs, epochs, metric)
-    interpolating = runs.assign(_fits=interpolates(runs).to_numpy())
+    acc, val = accuracy or measure.accuracy_pair(runs, epochs)
+    learned_from = acc if val is None else val
     for pipeline, group in acc.groupby("pipeline", sort=False):
         alphas = np.sort(group["alpha"].unique())
         if alphas.size < 2 or pipeline not in per_step.index.get_level_values(0):
             continue
-        mine = interpolating[interpolating["pipeline"] == pipeline]
-        ok = mine.groupby("seed")["_fits"].all() & (
-            mine.groupby("seed")["alpha"].nunique() == alphas.size
-        )
-        seeds = ok.index[ok].to_numpy()
+        mine = runs[runs["pipeline"] == pipeline]
+        seeds = tables.interpolating_seeds(mine)
         if seeds.size < 2:
             label = mine["label"].iloc[0] if "label" in mine else pipeline
             notes.append(
@@ -420,71 +279,16 @@ def cube_points(cubes: dict) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-# ----------------------------------------------------------------------------------- fit intervals
-def loglog_r2_interval(
-    measured, predicted, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0
-) -> dict:
-    """Percentile bootstrap (over pipelines) of the slope and R^2 of ``ln measured ~ ln predicted``.
-
-    Pairs with a non-finite or non-positive time are dropped first. Returns ``slope_boot_lo``,
-    ``slope_boot_hi``, ``r2_lo``, ``r2_hi`` (NaN with fewer than 3 pairs).
-    """
-    x = np.asarray(predicted, dtype=np.float64)
-    y = np.asarray(measured, dtype=np.float64)
-    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    x, y = np.log(x[keep]), np.log(y[keep])
-    out = dict.fromkeys(["slope_boot_lo", "slope_boot_hi", "r2_lo", "r2_hi"], np.nan)
-    if x.size < 3:
-        return out
-    rng = np.random.default_rng(seed)
-    slopes, r2s = [], []
-    for _ in range(n_boot):
-        i = rng.integers(0, x.size, x.size)
-        xi, yi = x[i], y[i]
-        if np.ptp(xi) == 0:
-            continue
-        slope, intercept = np.polyfit(xi, yi, 1)
-        total = float(np.sum((yi - yi.mean()) ** 2))
-        slopes.append(slope)
-        r2s.append(
-            1.0 - float(np.sum((yi - intercept - slope * xi) ** 2)) / total if total else 1.0
-        )
-    tail = (1 - level) / 2
-    if slopes:
-        out.update(
-            slope_boot_lo=float(np.quantile(slopes, tail)),
-            slope_boot_hi=float(np.quantile(slopes, 1 - tail)),
-            r2_lo=float(np.quantile(r2s, tail)),
-            r2_hi=float(np.quantile(r2s, 1 - tail)),
-        )
-    return out
-
-
-def mean_interval(values, *, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of ``values`` with a Student-t interval (NaN bounds for fewer than 2 finite values)."""
-    from scipy import stats
-
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (np.nan, np.nan, np.nan)
-    mean = float(v.mean())
-    if v.size < 2:
-        return (mean, np.nan, np.nan)
-    half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return (mean, mean - half, mean + half)
+def __getattr__(name: str):
+    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
+    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [
     "DECIDING_UNITS",
     "PipelineCube",
     "cube_points",
-    "disagreement_excess",
-    "loglog_r2_interval",
-    "lopo_r2",
-    "mean_interval",
     "memory_cubes",
-    "spread_null",
     "unit_bootstrap",
     "unit_decision_text",
 ]

@@ -16,12 +16,14 @@ DPI = 90
 
 
 def _figure(width: float, height: float):
+    # deferred: matplotlib loads only to draw
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
 def _colors(n: int):
+    # deferred: matplotlib loads only to draw
     from matplotlib import colormaps
 
     cmap = colormaps["tab20"]
@@ -30,6 +32,7 @@ def _colors(n: int):
 
 def plot_units(study, path: Path) -> bool:
     """Rows: memories; columns: units. The deciding pair first (epochs, accumulated)."""
+    # deferred: matplotlib loads only to draw
     from matplotlib.ticker import NullFormatter
 
     from initmem.bridge.plots import plot_memory_lines

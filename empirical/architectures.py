@@ -32,7 +32,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .widths import NUM_CLASSES, scaled_channels
+from .shapes import NUM_CLASSES, scaled_channels
 
 PATCH = 4
 TOKENS = (32 // PATCH) ** 2

@@ -227,6 +227,7 @@ class RunConfig:
 
         ``lr * lr_multipliers()`` is the learning rate of every step as the trainer applies it.
         """
+        # deferred: numpy-backed schedule code only when a schedule is checked
         from initmem.theory.schedule import lr_multipliers
 
         return lr_multipliers(
@@ -329,6 +330,7 @@ class RunConfig:
                 f"batch_size must be at most the training set size {self.resolved_train_size} "
                 f"(got {self.batch_size})"
             )
+        # deferred: numpy-backed schedule code only when a schedule is checked
         from initmem.theory.schedule import check_schedule
 
         try:  # warmup within the run, milestones positive (the schedule's own check)

@@ -37,7 +37,7 @@ import torch
 
 from .config import DATASETS, TEST_POOL_SIZES, RunConfig
 from .plugins import PluginError, is_plugin, resolve_plugin
-from .widths import NUM_CLASSES
+from .shapes import NUM_CLASSES
 
 #: Where the Debian package ``dataset-fashion-mnist`` puts the IDX files.
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
@@ -436,6 +436,7 @@ def find_cifar10(data_dir: str | Path | None = None, *, download: bool | None = 
     target = roots[0]
     if downloads_allowed(download):
         try:
+            # deferred: torchvision loads only to read this data set
             import torchvision
 
             torchvision.datasets.CIFAR10(str(target), train=True, download=True)
@@ -507,6 +508,7 @@ class _SafeUnpickler(pickle.Unpickler):
 
     @classmethod
     def loads(cls, raw: bytes):
+        # deferred: only this rarely used path needs it
         import io
 
         return cls(io.BytesIO(raw), encoding="bytes").load()
@@ -515,6 +517,7 @@ class _SafeUnpickler(pickle.Unpickler):
 def foolbox_cifar10_images() -> tuple[np.ndarray, np.ndarray]:
     """The 20 real CIFAR-10 test images shipped as PNGs in foolbox's ``data/`` folder (foolbox itself is
     not imported): uint8 ``(20, 3, 32, 32)`` and labels uint8 ``(20,)``, in the official test order."""
+    # deferred: Pillow loads only to read the fixture's images
     from PIL import Image
 
     spec = importlib.util.find_spec("foolbox")
@@ -611,6 +614,7 @@ def find_fashion_mnist(data_dir: str | Path | None = None, *, download: bool | N
     target = Path(data_dir).expanduser() if data_dir else default_cache_dir()
     if downloads_allowed(download):
         try:
+            # deferred: torchvision loads only to read this data set
             import torchvision
 
             torchvision.datasets.FashionMNIST(str(target), train=True, download=True)

@@ -1,181 +1,397 @@
-"""Initialization memory of a sweep: spread across alpha, disagreement, interpolation; tidy tables.
+"""Initialization memory of a sweep: how much of alpha is left at the end, each measure with its noise floor.
 
-A *pipeline* is everything but the init scale and the seed: every hashed config field except ``alpha``
-and ``seed`` (:func:`pipeline_columns`). For each pipeline the memory of the init scale shows as
+Setting
+-------
+A sweep trains, for each *pipeline* p (every hashed config field except ``alpha`` and ``seed``;
+:func:`initmem.empirical.tables.pipeline_id`), runs at init scales ``alpha_1 < ... < alpha_A`` and
+seeds ``s``. A seed fixes the data order and the init draw up to its scale, so under "alpha changes
+nothing" the alpha labels of one seed's runs are exchangeable. Each run keeps its validation-selected
+checkpoint: its test accuracy ``acc(alpha, s)`` (a fraction in the run folder) and its predicted
+classes ``pred(alpha, s)`` over the test set.
 
-- the **spread**: max over alpha minus min over alpha of the seed-mean test accuracy of the
-  validation-selected checkpoint, in percentage points, with a bootstrap interval (seeds resampled
-  within each alpha);
-- the **disagreement**: the fraction of test points where the validation-selected predictors of two
-  alphas (same seed) predict different classes, averaged over seeds; beside it the same fraction
-  between seeds at one alpha (the seed-to-seed baseline);
-- **interpolated**: whether every run reached ``final_train_acc >= 0.995`` (the paper's ">= 99.5% train
-  accuracy": fitting the training set is not forgetting the init).
+Conventions
+-----------
+Accuracies in percent here (``*_pct``), spreads in percentage points (``*_pp``), disagreements as
+fractions in [0, 1]. Intervals are 95% unless a ``confidence`` / ``level`` says otherwise; a memory
+whose p-value against its null is below :data:`ALPHA_LEVEL` counts as above its noise floor. Every
+function here states the definition it implements; ``initmem report`` and ``initmem study`` print
+these numbers, so the two documents agree.
 
-Units: accuracies in result files are fractions; the tables here give percent (``*_pct``) and
-percentage points (``*_pp``). Example::
+Definitions
+-----------
+(M1) **Seeds used**. ``S(p)``: the seeds that have a run at every alpha of p and whose runs all
+     interpolate (final train accuracy >= :data:`~initmem.empirical.tables.INTERPOLATION_THRESHOLD`;
+     fitting the training set is not forgetting the init). ``n_seeds_used = |S(p)|``; every memory
+     below is measured on ``S(p)`` and is undefined (NaN) when ``|S(p)| < 2`` (no noise floor).
+     :func:`initmem.empirical.tables.interpolating_seeds`.
+(M2) **Spread**. ``spread(p) = max_a mean_{s in S} acc(a, s) - min_a mean_{s in S} acc(a, s)`` (pp),
+     with a percentile bootstrap interval (seeds resampled within each alpha,
+     :func:`bootstrap_spread`) and its noise floor: the spread under alpha labels permuted within
+     each seed (null mean, null quantile, p-value and the smallest attainable p-value,
+     :func:`spread_null`). :func:`spread_memory`.
+(M3) **Disagreement excess**. ``alpha_dis``: mean over seeds in S and alpha pairs of the fraction of
+     test points where ``pred(a, s) != pred(b, s)``; ``seed_dis``: mean over alphas and seed pairs of
+     the same between two seeds at one alpha (the floor); ``excess = alpha_dis - seed_dis`` with a
+     bootstrap interval over seeds (:func:`disagreement_excess`). :func:`disagreement_memory`.
+(M4) **Norm memory**. For a layer scaled by alpha and a seed,
+     ``m(t) = ln(|w|_hi(t) / |w|_lo(t)) / ln(|w|_hi(0) / |w|_lo(0))`` between the runs of the largest
+     and the smallest alpha: 1 while the alphas' effective learning rates ``lr / |w|^2`` are as far
+     apart as at init, 0 when equal (:func:`initmem.empirical.curves.norm_memory_curves`; layer mean
+     over the scaled BN-followed convs). *At the end*: the last evaluation's value, mean over seeds
+     with a Student-t interval (:func:`norm_memory_end`); forgotten when the interval lies below
+     :data:`FORGOTTEN_LEVEL` = 1/e (the memory shrank by e, the definition of a forgetting time),
+     kept when above, else "cannot tell at this size" (:func:`norm_sentences`).
+
+The same memories over training time are :mod:`initmem.empirical.curves`; how fast they go and why
+is :mod:`initmem.bridge`'s. Example::
 
     runs = load_sweep("runs/demo")
-    spread_table(runs)[["label", "spread_pp", "ci_low_pp", "ci_high_pp", "interpolated"]]
+    spread_table(runs)[["label", "n_seeds_used", "spread_pp", "ci_low_pp", "ci_high_pp", "p_value"]]
 """
 
 from __future__ import annotations
 
 import itertools
-import warnings
-from pathlib import Path
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import runfolder
-from .config import NON_HASHED_FIELDS, RunConfig, config_hash
-from .sweep import read_manifest
+from initmem.deprecation import moved
 
-#: The RunResult numbers copied into :func:`load_sweep`'s rows (NaN / None until a run finishes).
-RESULT_COLUMNS = (
-    "best_val_acc",
-    "test_acc",
-    "best_epoch",
-    "final_train_acc",
-    "final_test_acc",
-    "epochs_run",
-    "steps_run",
-    "diverged_step",
-    "reason",
-    "wall_time",
-)
-#: Training accuracy (fraction, un-augmented, eval mode) at or above which a run counts as interpolating.
-INTERPOLATION_THRESHOLD = 0.995
-#: Run states whose numbers enter the metrics (the validation-selected checkpoint of a diverged run
-#: exists and is a legitimate predictor; such runs are counted in ``n_diverged``).
-FINISHED = runfolder.FINISHED_STATES
+from . import tables
+from .curves import SCALE_INVARIANT_MEAN
+from .deprecated import DEPRECATED
 
-
-def interpolates(runs: pd.DataFrame) -> pd.Series:
-    """Per run: did its final train accuracy reach :data:`INTERPOLATION_THRESHOLD`? (NaN: no.)"""
-    return runs["final_train_acc"].astype(float) >= INTERPOLATION_THRESHOLD
-
-
-def pipeline_columns() -> list[str]:
-    """Config fields that identify a pipeline: every hashed field except ``alpha`` and ``seed``."""
-    return [f for f in RunConfig.field_names() if f not in (*NON_HASHED_FIELDS, "alpha", "seed")]
-
-
-def pipeline_id(config: dict[str, Any]) -> str:
-    """8-hex-digit key of a config's pipeline (the config hash with alpha and seed left out)."""
-    return config_hash({k: config[k] for k in pipeline_columns() if k in config})[:8]
+#: A memory whose permutation p-value is below this counts as above its noise floor (M2).
+ALPHA_LEVEL = 0.05
+#: Norm memory below this at the end of the run: the alphas' effective learning rates converged
+#: (the memory shrank by e, the definition of a forgetting time; M4).
+FORGOTTEN_LEVEL = math.exp(-1.0)
+#: Keys of :func:`spread_memory` and :func:`disagreement_memory` (one pipeline's M1 to M3).
+FUNCTION_COLUMNS = [
+    "alphas",
+    "n_seeds_used",
+    "spread_pp",
+    "spread_lo",
+    "spread_hi",
+    "null_mean_pp",
+    "null_hi_pp",
+    "p_value",
+    "p_min",
+    "n_permutations",
+    "best_alpha",
+    "acc_by_alpha",
+    "alpha_dis",
+    "seed_dis",
+    "excess",
+    "excess_lo",
+    "excess_hi",
+]
 
 
-# ====================================================================== loading
-def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
-    """One tidy row per run of a sweep folder, in manifest order.
+# ====================================================================== noise floors
+def bootstrap_spread(
+    accuracies: list[np.ndarray],
+    *,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the spread ``max_a mean(acc_a) - min_a mean(acc_a)`` (M2).
 
-    Columns: ``hash``, ``variant``, ``pipeline`` (see :func:`pipeline_id`), ``label`` (a readable
-    pipeline name), ``run_dir``, ``status`` (completed / diverged / damaged / running / failed /
-    pending), every RunConfig field (list fields as tuples), and :data:`RESULT_COLUMNS` (accuracies as
-    fractions; NaN for unfinished runs and for damaged ones, which also get a
-    :class:`~initmem.empirical.runfolder.DamagedRunWarning` each).
+    ``accuracies`` holds one array of per-seed accuracies per alpha. Each replicate resamples the seeds
+    of every alpha with replacement (alphas independent), recomputes the seed means and their range.
+    Returns (low, high) in the units of the input; NaN when any alpha has fewer than two seeds (one
+    seed carries no resampling information). Note that the range of noisy means is biased upward: with
+    no true effect its expectation is about ``d_k * std / sqrt(n_seeds)`` (``d_k`` the expected range of
+    k standard normals), which the interval does not remove (the null of :func:`spread_null` does).
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must satisfy 0 < confidence < 1 (got {confidence})")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer (got {n_boot})")
+    if len(accuracies) < 2 or any(len(a) < 2 for a in accuracies):
+        return (np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    means = np.stack(
+        [
+            np.asarray(a, dtype=np.float64)[rng.integers(0, len(a), size=(n_boot, len(a)))].mean(1)
+            for a in accuracies
+        ],
+        axis=1,
+    )  # (n_boot, n_alphas)
+    spreads = means.max(axis=1) - means.min(axis=1)
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(spreads, [tail, 100 - tail])
+    return (float(low), float(high))
+
+
+def spread_null(
+    accuracies, *, max_permutations: int = 4096, level: float = 0.95, seed: int = 0
+) -> dict:
+    """Spread of seed-mean accuracy across alphas, against its within-seed permutation null (M2).
+
+    ``accuracies``: (n_seeds, n_alphas), one row per seed with every alpha (any unit; the spread is
+    in that unit). Permuting the alpha labels within each seed draws from the null distribution (the
+    labels are exchangeable under "alpha changes nothing"); the p-value is the fraction of
+    permutations (all when at most ``max_permutations``, else a random sample plus the identity) whose
+    spread is at least the observed one. Returns ``spread``, ``null_mean`` (the noise floor: the mean
+    spread under permuted labels), ``null_hi`` (its ``level`` quantile), ``excess``
+    (``spread - null_mean``), ``p_value``, ``p_min`` (the smallest attainable p-value: relabelling
+    every seed the same way leaves the spread unchanged, so it is ``1 / n_alphas!^(n_seeds - 1)``:
+    1/16 for 2 alphas and 5 seeds), ``n_permutations``, ``exact`` (all permutations enumerated) and
+    ``n_seeds``. NaN for fewer than 2 seeds or 2 alphas. Derived here.
+    """
+    acc = np.asarray(accuracies, dtype=np.float64)
+    out = dict.fromkeys(["spread", "null_mean", "null_hi", "excess", "p_value", "p_min"], np.nan)
+    out.update(n_permutations=0, exact=False, n_seeds=int(acc.shape[0]) if acc.ndim == 2 else 0)
+    if acc.ndim != 2 or acc.shape[0] < 2 or acc.shape[1] < 2 or not np.isfinite(acc).all():
+        return out
+    n_seeds, n_alphas = acc.shape
+    observed = float(np.ptp(acc.mean(axis=0)))
+    per_seed = list(itertools.permutations(range(n_alphas)))
+    total = len(per_seed) ** n_seeds
+    if total <= max_permutations:
+        orders = np.array(list(itertools.product(range(len(per_seed)), repeat=n_seeds)))
+        exact = True
+    else:
+        rng = np.random.default_rng(seed)
+        orders = rng.integers(0, len(per_seed), size=(max_permutations - 1, n_seeds))
+        orders = np.vstack([np.zeros((1, n_seeds), dtype=int), orders])  # the identity
+        exact = False
+    perms = np.asarray(per_seed)[orders]  # (n_perm, n_seeds, n_alphas)
+    shuffled = np.take_along_axis(acc[None, :, :], perms, axis=2)
+    null = np.ptp(shuffled.mean(axis=1), axis=1)
+    p = float(np.mean(null >= observed - 1e-12))
+    # relabelling every seed at once leaves the spread unchanged: n_alphas! permutations tie
+    p_min = len(per_seed) / total if exact else 1.0 / len(null)
+    out.update(
+        p_min=float(p_min),
+        spread=observed,
+        null_mean=float(null.mean()),
+        null_hi=float(np.quantile(null, level)),
+        excess=observed - float(null.mean()),
+        p_value=p,
+        n_permutations=int(len(null)),
+        exact=exact,
+    )
+    return out
+
+
+def disagreement_excess(
+    predictions: dict, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0
+) -> dict:
+    """Disagreement between alphas minus disagreement between seeds, with a bootstrap interval (M3).
+
+    ``predictions``: ``{alpha: {seed: predicted classes (1-d int array over the test set)}}``; only
+    seeds present at every alpha are used. ``alpha_dis``: mean over seeds and alpha pairs of the
+    fraction of test points where two alphas of one seed disagree; ``seed_dis``: mean over alphas and
+    seed pairs of the same between two seeds of one alpha; ``excess = alpha_dis - seed_dis``.
+    The interval resamples seeds with replacement (a pair of a seed with its own copy is left out of
+    ``seed_dis``). NaN with fewer than 2 alphas or 2 seeds. Derived here.
+    """
+    alphas = sorted(predictions)
+    seeds = sorted(set.intersection(*(set(predictions[a]) for a in alphas))) if alphas else []
+    out = dict.fromkeys(["alpha_dis", "seed_dis", "excess", "excess_lo", "excess_hi"], np.nan)
+    out["n_seeds"] = len(seeds)
+    if len(alphas) < 2 or len(seeds) < 2:
+        return out
+    stack = np.stack([[np.asarray(predictions[a][s]) for s in seeds] for a in alphas])
+    n_alpha, n_seed = stack.shape[:2]
+    # per-seed alpha disagreement (n_seed,), and the seed-pair matrix per alpha (n_alpha, S, S)
+    alpha_pairs = list(itertools.combinations(range(n_alpha), 2))
+    per_seed = np.mean(
+        [np.mean(stack[i] != stack[j], axis=1) for i, j in alpha_pairs], axis=0
+    )  # (n_seed,)
+    pair = np.mean(stack[:, :, None, :] != stack[:, None, :, :], axis=3)  # (A, S, S)
+    pair = pair.mean(axis=0)  # mean over alphas: (S, S)
+    upper = np.triu_indices(n_seed, 1)
+
+    def statistic(index: np.ndarray) -> float:
+        a = per_seed[index].mean()
+        i, j = np.meshgrid(index, index, indexing="ij")
+        distinct = i != j
+        mask = np.triu(np.ones((len(index), len(index)), dtype=bool), 1) & distinct
+        if not mask.any():
+            return np.nan
+        return float(a - pair[i[mask], j[mask]].mean())
+
+    alpha_dis = float(per_seed.mean())
+    seed_dis = float(pair[upper].mean())
+    rng = np.random.default_rng(seed)
+    boots = np.array([statistic(rng.integers(0, n_seed, n_seed)) for _ in range(n_boot)])
+    boots = boots[np.isfinite(boots)]
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(boots, [tail, 1 - tail]) if boots.size else (np.nan, np.nan)
+    out.update(
+        alpha_dis=alpha_dis,
+        seed_dis=seed_dis,
+        excess=alpha_dis - seed_dis,
+        excess_lo=float(lo),
+        excess_hi=float(hi),
+    )
+    return out
+
+
+def mean_interval(values, *, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``values`` with a Student-t interval (NaN bounds for fewer than 2 finite values; M4)."""
+    from scipy import stats  # deferred: scipy loads only when an interval is computed
+
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (np.nan, np.nan, np.nan)
+    mean = float(v.mean())
+    if v.size < 2:
+        return (mean, np.nan, np.nan)
+    half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return (mean, mean - half, mean + half)
+
+
+# ====================================================================== one pipeline
+def spread_memory(
+    runs: pd.DataFrame, *, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> dict:
+    """One pipeline's spread (M2) on its seeds used (M1), with its interval and its null.
+
+    ``runs``: the finished runs of one pipeline (any alphas). Returns ``alphas`` (joined),
+    ``n_seeds_used``, ``spread_pp``, ``spread_lo`` / ``spread_hi`` (:func:`bootstrap_spread` at
+    ``confidence``), ``null_mean_pp``, ``null_hi_pp``, ``p_value``, ``p_min``, ``n_permutations``
+    (:func:`spread_null`), ``best_alpha`` / ``worst_alpha``, ``seed_std_pp`` (sample std over the
+    seeds used, mean over alphas) and ``acc_by_alpha`` (seed means, text); only ``alphas``,
+    ``n_seeds_used`` and a NaN ``spread_pp`` / ``p_value`` with fewer than 2 alphas or 2 seeds used.
+    """
+    alphas = np.sort(runs["alpha"].unique())
+    seeds = tables.interpolating_seeds(runs)
+    row: dict[str, Any] = {
+        "alphas": ",".join(f"{a:g}" for a in alphas),
+        "n_seeds_used": int(seeds.size),
+    }
+    if alphas.size < 2 or seeds.size < 2:
+        return row | {"spread_pp": np.nan, "p_value": np.nan}
+    used = runs[runs["seed"].isin(seeds)]
+    table = used.pivot_table(index="seed", columns="alpha", values="test_acc") * 100.0
+    null = spread_null(table.to_numpy())
+    low, high = bootstrap_spread(
+        [table[a].to_numpy() for a in table.columns],
+        n_boot=n_boot,
+        confidence=confidence,
+        seed=seed,
+    )
+    means = table.mean()
+    return row | {
+        "spread_pp": null["spread"],
+        "spread_lo": low,
+        "spread_hi": high,
+        "null_mean_pp": null["null_mean"],
+        "null_hi_pp": null["null_hi"],
+        "p_value": null["p_value"],
+        "p_min": null["p_min"],
+        "n_permutations": null["n_permutations"],
+        "best_alpha": float(means.idxmax()),
+        "worst_alpha": float(means.idxmin()),
+        "seed_std_pp": float(table.std(ddof=1).mean()),
+        "acc_by_alpha": ", ".join(f"{a:g}: {means[a]:.1f}" for a in table.columns),
+    }
+
+
+def disagreement_memory(runs: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> dict:
+    """One pipeline's disagreement excess (M3) on its seeds used (M1): ``alpha_dis``, ``seed_dis``,
+    ``excess``, ``excess_lo``, ``excess_hi`` (:func:`disagreement_excess`); empty when no run of
+    those seeds saved predictions."""
+    seeds = tables.interpolating_seeds(runs)
+    saved = tables.load_predictions(runs[runs["seed"].isin(seeds)])
+    if saved.empty:
+        return {}
+    predictions: dict = {}
+    for alpha, run_seed, pred in zip(
+        saved["alpha"], saved["seed"], saved["best_test_pred"], strict=True
+    ):
+        predictions.setdefault(alpha, {})[run_seed] = pred
+    dis = disagreement_excess(predictions, n_boot=n_boot, seed=seed)
+    return {k: dis[k] for k in ("alpha_dis", "seed_dis", "excess", "excess_lo", "excess_hi")}
+
+
+def function_memory(runs: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """One row per pipeline with two or more alphas: M1 to M3 (:data:`FUNCTION_COLUMNS`).
+
+    ``runs``: finished runs (:func:`~initmem.empirical.tables.finished_runs`) with ``pipeline`` and
+    ``label``. The spread's interval takes 2000 resamples; ``n_boot`` is the disagreement's (the
+    study's table).
     """
     rows = []
-    for run in read_manifest(sweep_dir):
-        config = run.config.to_dict()
-        run_dir = run.run_dir(sweep_dir)
-        row: dict[str, Any] = {
-            "hash": run.hash,
-            "variant": run.variant,
-            "pipeline": pipeline_id(config),
-            "run_dir": str(run_dir),
-            "status": runfolder.run_state(run_dir),
-        }
-        row.update({k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
-        result = {}
-        if row["status"] in FINISHED:
-            result = runfolder.read_result(run_dir) or {}
-        elif row["status"] == "damaged":  # its numbers cannot be trusted: left out, said once
-            warnings.warn(
-                f"skipping damaged run {run.hash} ({run.variant}): {runfolder.damage(run_dir)}",
-                runfolder.DamagedRunWarning,
-                stacklevel=2,
-            )
-        row.update({k: result.get(k) for k in RESULT_COLUMNS})
+    for pipeline, group in runs.groupby("pipeline", sort=False):
+        if group["alpha"].nunique() < 2:
+            continue
+        row = {"pipeline": pipeline, "label": group["label"].iloc[0]} | spread_memory(
+            group, seed=seed
+        )
+        if "spread_lo" in row:  # two or more seeds used
+            row |= disagreement_memory(group, n_boot=n_boot, seed=seed)
         rows.append(row)
-    frame = pd.DataFrame(rows)
-    if frame.empty:  # no runs: the columns all the same, so callers can select and filter
-        columns = ["hash", "variant", "pipeline", "label", "run_dir", "status"]
-        return pd.DataFrame(columns=[*columns, *RunConfig.field_names(), *RESULT_COLUMNS])
-    for column in RESULT_COLUMNS:
-        if column != "reason":
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    frame.insert(3, "label", pipeline_labels(frame))
-    return frame
+    return pd.DataFrame(rows, columns=["pipeline", "label", *FUNCTION_COLUMNS])
 
 
-def pipeline_labels(runs: pd.DataFrame) -> pd.Series:
-    """A readable name per row: the variant, plus ``field=value`` for fields that split a variant."""
-    firsts = runs.drop_duplicates("pipeline")
-    labels = {}
-    for variant, group in firsts.groupby("variant", sort=False):
-        varying = [
-            c
-            for c in pipeline_columns()
-            if c in group and group[c].astype(str).nunique(dropna=False) > 1
-        ]
-        for _, row in group.iterrows():
-            extra = ", ".join(f"{c}={row[c]}" for c in varying)
-            labels[row["pipeline"]] = f"{variant} ({extra})" if extra else str(variant)
-    return runs["pipeline"].map(labels)
+# ====================================================================== norm memory at the end
+def norm_memory_end(norm_curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per pipeline: the norm memory (M4) of the scaled BN-followed convs at the last evaluation,
+    mean over seeds with a 95% t-interval (``memory_end``, ``lo``, ``hi``, ``n_seeds``).
 
-
-def load_epochs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per-evaluation scalar logs of the given runs, one row per (run, evaluation), keyed by ``hash``.
-
-    Reads each run's ``metrics.parquet``, falling back to ``log.jsonl`` (scalar keys only).
+    ``norm_curves``: :func:`initmem.empirical.curves.norm_memory_curves`; ``runs`` give the labels
+    and the sweep order.
     """
-    frames = []
-    for hash_, run_dir in zip(runs["hash"], runs["run_dir"], strict=True):
-        frame = runfolder.read_metrics(run_dir)
-        if frame is not None and not frame.empty:
-            frames.append(frame.assign(hash=hash_))
-    if not frames:
-        return pd.DataFrame(columns=["hash", "epoch"])
-    return _hash_first(pd.concat(frames, ignore_index=True))
+    if norm_curves.empty:
+        return pd.DataFrame(columns=["pipeline", "label", "memory_end", "lo", "hi", "n_seeds"])
+    mean = norm_curves[norm_curves["layer"] == SCALE_INVARIANT_MEAN]
+    labels = runs.drop_duplicates("pipeline").set_index("pipeline")["label"]
+    rows = []
+    order = list(dict.fromkeys(runs["pipeline"]))  # sweep order
+    for pipeline in [p for p in order if p in set(mean["pipeline"])]:
+        group = mean[mean["pipeline"] == pipeline]
+        last = group[group["step"] == group["step"].max()]
+        value, lo, hi = mean_interval(last["memory"])
+        rows.append(
+            {
+                "pipeline": pipeline,
+                "label": labels.get(pipeline, pipeline),
+                "memory_end": value,
+                "lo": lo,
+                "hi": hi,
+                "n_seeds": int(last["memory"].notna().sum()),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
-def load_layers(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per-layer logs of the given runs, one row per (run, evaluation, layer), keyed by ``hash``.
-
-    Reads each run's ``layers.parquet``, falling back to the ``layers`` dicts of ``log.jsonl``.
-    """
-    frames = []
-    for hash_, run_dir in zip(runs["hash"], runs["run_dir"], strict=True):
-        frame = runfolder.read_layers(run_dir)
-        if frame is not None and not frame.empty:
-            frames.append(frame.assign(hash=hash_))
-    if not frames:
-        return pd.DataFrame(columns=["hash", "epoch", "layer"])
-    return _hash_first(pd.concat(frames, ignore_index=True))
-
-
-def _hash_first(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[["hash", *[c for c in frame.columns if c != "hash"]]]
-
-
-# ====================================================================== metrics
-def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs whose numbers count: finished (completed or diverged) with a finite test accuracy."""
-    return runs[runs["status"].isin(FINISHED) & np.isfinite(runs["test_acc"].astype(float))]
+def norm_sentences(table: pd.DataFrame) -> list[str]:
+    """One sentence per pipeline of :func:`norm_memory_end` (M4): converged, stayed apart, or cannot
+    tell (the interval against :data:`FORGOTTEN_LEVEL`)."""
+    lines = []
+    for _, row in table.iterrows():
+        numbers = f"norm memory at the end {row['memory_end']:.2f}"
+        if np.isfinite(row["lo"]):
+            numbers += f" [95% {row['lo']:.2f}, {row['hi']:.2f}], {row['n_seeds']} seeds"
+        if np.isfinite(row["hi"]) and row["hi"] < FORGOTTEN_LEVEL:
+            state = "the effective learning rates of the alphas converged"
+        elif np.isfinite(row["lo"]) and row["lo"] > FORGOTTEN_LEVEL:
+            state = "the effective learning rates of the alphas stayed apart"
+        else:
+            state = "cannot tell at this size whether the effective learning rates converged"
+        lines.append(f"{row['label']}: {state} ({numbers}; converged means below 1/e).")
+    return lines
 
 
+# ====================================================================== a sweep
 def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Seed statistics per (pipeline, alpha): test accuracy of the validation-selected checkpoint.
+    """Seed statistics per (pipeline, alpha) over every finished run (descriptive, not a memory).
 
     Columns: ``pipeline``, ``label``, ``variant``, ``alpha``, ``n_seeds``, ``test_acc_pct`` (seed mean),
     ``test_acc_std_pct`` (sample std over seeds, NaN for one seed), ``best_val_acc_pct``,
     ``min_train_acc_pct`` (lowest final train accuracy over seeds), ``n_diverged``.
     """
-    done = finished_runs(runs)
+    done = tables.finished_runs(runs)
     rows = []
     for (pipeline, alpha), group in done.groupby(["pipeline", "alpha"], sort=False):
         rows.append(
@@ -202,56 +418,21 @@ def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["_order", "alpha"]).drop(columns="_order").reset_index(drop=True)
 
 
-def bootstrap_spread(
-    accuracies: list[np.ndarray],
-    *,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the spread ``max_a mean(acc_a) - min_a mean(acc_a)``.
-
-    ``accuracies`` holds one array of per-seed accuracies per alpha. Each replicate resamples the seeds
-    of every alpha with replacement (alphas independent), recomputes the seed means and their range.
-    Returns (low, high) in the units of the input; NaN when any alpha has fewer than two seeds (one
-    seed carries no resampling information). Note that the range of noisy means is biased upward: with
-    no true effect its expectation is about ``d_k * std / sqrt(n_seeds)`` (``d_k`` the expected range of
-    k standard normals), which the interval does not remove.
-    """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must satisfy 0 < confidence < 1 (got {confidence})")
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be a positive integer (got {n_boot})")
-    if len(accuracies) < 2 or any(len(a) < 2 for a in accuracies):
-        return (np.nan, np.nan)
-    rng = np.random.default_rng(seed)
-    means = np.stack(
-        [
-            np.asarray(a, dtype=np.float64)[rng.integers(0, len(a), size=(n_boot, len(a)))].mean(1)
-            for a in accuracies
-        ],
-        axis=1,
-    )  # (n_boot, n_alphas)
-    spreads = means.max(axis=1) - means.min(axis=1)
-    tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(spreads, [tail, 100 - tail])
-    return (float(low), float(high))
-
-
 def disagreement_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Pairwise disagreement of validation-selected predictors on the test set, per pipeline.
+    """Pairwise disagreement of validation-selected predictors per alpha pair (M3's ``alpha_dis``
+    broken down by pair), per pipeline, over every finished run (descriptive).
 
-    For every pair of alphas (``alpha_a`` < ``alpha_b``) in a pipeline: the fraction of test points
-    whose predicted classes differ between the runs with the same seed, averaged over the seeds both
-    alphas have (``n_seeds``). Reads ``best_test_pred`` from each run's ``predictions.npz``; runs
-    without one are left out. Columns: ``pipeline``, ``label``, ``alpha_a``, ``alpha_b``, ``n_seeds``,
+    For every pair of alphas (``alpha_a`` < ``alpha_b``): the fraction of test points whose predicted
+    classes differ between the runs with the same seed, averaged over the seeds both alphas have
+    (``n_seeds``). Columns: ``pipeline``, ``label``, ``alpha_a``, ``alpha_b``, ``n_seeds``,
     ``disagreement`` (fraction).
     """
-    predictions = _best_predictions(finished_runs(runs))
+    predictions = tables.load_predictions(tables.finished_runs(runs))
     rows = []
     for pipeline, group in predictions.groupby("pipeline", sort=False):
         by_alpha = {
-            a: dict(zip(g["seed"], g["pred"], strict=True)) for a, g in group.groupby("alpha")
+            a: dict(zip(g["seed"], g["best_test_pred"], strict=True))
+            for a, g in group.groupby("alpha")
         }
         for alpha_a, alpha_b in itertools.combinations(sorted(by_alpha), 2):
             seeds = sorted(set(by_alpha[alpha_a]) & set(by_alpha[alpha_b]))
@@ -274,53 +455,48 @@ def disagreement_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def seed_disagreement(runs: pd.DataFrame) -> pd.Series:
-    """Per pipeline: the disagreement between seeds at one alpha (mean over alphas and seed pairs).
-
-    The baseline for :func:`disagreement_table`: what two runs differing only in their random draw
-    disagree on. NaN for pipelines with one seed per alpha.
-    """
-    predictions = _best_predictions(finished_runs(runs))
+    """Per pipeline: the disagreement between seeds at one alpha (M3's ``seed_dis``) over every
+    finished run (mean over alphas and seed pairs; descriptive). NaN for one seed per alpha."""
+    predictions = tables.load_predictions(tables.finished_runs(runs))
     values = {}
     for pipeline, group in predictions.groupby("pipeline", sort=False):
         pairs = [
             np.mean(p != q)
             for _, g in group.groupby("alpha")
-            for p, q in itertools.combinations(list(g["pred"]), 2)
+            for p, q in itertools.combinations(list(g["best_test_pred"]), 2)
         ]
         values[pipeline] = float(np.mean(pairs)) if pairs else np.nan
     return pd.Series(values, name="seed_disagreement", dtype=float)
 
 
-def _best_predictions(runs: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for _, run in runs.iterrows():
-        try:
-            data = runfolder.read_predictions(
-                run["run_dir"], keys=("best_test_pred", "test_labels")
-            )
-        except FileNotFoundError:  # the run saved no predictions
-            continue
-        if "best_test_pred" not in data:
-            continue
-        pred, labels = data["best_test_pred"], data.get("test_labels")
-        rows.append(
-            {
-                "pipeline": run["pipeline"],
-                "label": run["label"],
-                "alpha": run["alpha"],
-                "seed": run["seed"],
-                "pred": pred,
-                "labels": labels,
-            }
-        )
-    frame = pd.DataFrame(rows, columns=["pipeline", "label", "alpha", "seed", "pred", "labels"])
-    for pipeline, group in frame.groupby("pipeline"):
-        sizes = {len(p) for p in group["pred"]}
-        if len(sizes) > 1:
-            raise ValueError(
-                f"runs of pipeline {pipeline} have test sets of different sizes {sorted(sizes)}"
-            )
-    return frame
+#: Columns of :func:`spread_table`, in order.
+SPREAD_COLUMNS = [
+    "pipeline",
+    "label",
+    "variant",
+    "n_alphas",
+    "n_seeds",
+    "n_seeds_used",
+    "spread_pp",
+    "ci_low_pp",
+    "ci_high_pp",
+    "null_mean_pp",
+    "p_value",
+    "p_min",
+    "seed_std_pp",
+    "best_alpha",
+    "worst_alpha",
+    "interpolated",
+    "min_train_acc_pct",
+    "disagreement",
+    "seed_disagreement",
+    "excess",
+    "excess_lo",
+    "excess_hi",
+    "n_runs",
+    "n_diverged",
+    "n_unfinished",
+]
 
 
 def spread_table(
@@ -331,99 +507,74 @@ def spread_table(
     seed: int = 0,
     with_disagreement: bool = True,
 ) -> pd.DataFrame:
-    """The memory summary, one row per pipeline (in sweep order).
+    """The memory summary, one row per pipeline (in sweep order): M1 to M3 and the run counts.
 
-    Columns: ``pipeline``, ``label``, ``variant``, ``n_alphas``, ``n_seeds`` (fewest seeds at any alpha),
-    ``spread_pp`` (max minus min over alpha of the seed-mean test accuracy, percentage points),
-    ``ci_low_pp`` / ``ci_high_pp`` (bootstrap interval, see :func:`bootstrap_spread`), ``seed_std_pp``
-    (seed standard deviation of test accuracy, averaged over alphas), ``best_alpha`` / ``worst_alpha``,
-    ``interpolated`` (every run's final train accuracy >= 99.5%), ``min_train_acc_pct``,
-    ``disagreement`` / ``max_disagreement`` (mean and largest pairwise alpha disagreement, fractions),
-    ``seed_disagreement`` (the seed-to-seed baseline), ``n_runs`` (finished), ``n_diverged``,
-    ``n_unfinished`` (runs of the pipeline not finished: pending, running or failed).
+    Columns (:data:`SPREAD_COLUMNS`): ``pipeline``, ``label``, ``variant``, ``n_alphas``, ``n_seeds``
+    (fewest finished seeds at any alpha), ``n_seeds_used`` (M1), ``spread_pp`` (M2, NaN with fewer
+    than 2 seeds used), ``ci_low_pp`` / ``ci_high_pp`` (its bootstrap interval at ``confidence``),
+    ``null_mean_pp``, ``p_value``, ``p_min`` (its permutation null), ``seed_std_pp``, ``best_alpha`` /
+    ``worst_alpha`` (of :func:`spread_memory`), ``interpolated`` (every run of the pipeline finished
+    and interpolates), ``min_train_acc_pct``, ``disagreement`` / ``seed_disagreement`` / ``excess``
+    [``excess_lo``, ``excess_hi``] (M3, ``n_boot`` resamples; with ``with_disagreement``),
+    ``n_runs`` (finished), ``n_diverged``, ``n_unfinished`` (pending, running or failed).
     """
     if runs.empty:
         return pd.DataFrame()
-    done = finished_runs(runs)
-    accuracy = accuracy_table(runs)
-    disagreement = disagreement_table(runs) if with_disagreement else pd.DataFrame()
-    seed_dis = seed_disagreement(runs) if with_disagreement else pd.Series(dtype=float)
+    done = tables.finished_runs(runs)
     rows = []
     for pipeline in runs["pipeline"].unique():
         everything = runs[runs["pipeline"] == pipeline]
         group = done[done["pipeline"] == pipeline]
-        per_alpha = accuracy[accuracy["pipeline"] == pipeline] if not accuracy.empty else accuracy
         row: dict[str, Any] = {
             "pipeline": pipeline,
             "label": everything["label"].iloc[0],
             "variant": everything["variant"].iloc[0],
-            "n_alphas": len(per_alpha),
-            "n_seeds": int(per_alpha["n_seeds"].min()) if len(per_alpha) else 0,
+            "n_alphas": int(group["alpha"].nunique()),
+            "n_seeds": int(group.groupby("alpha")["seed"].nunique().min()) if len(group) else 0,
             "n_runs": len(group),
             "n_diverged": int((group["status"] == "diverged").sum()),
-            "n_unfinished": int((~everything["status"].isin(FINISHED)).sum()),
+            "n_unfinished": int((~everything["status"].isin(tables.FINISHED)).sum()),
         }
-        if len(per_alpha):
-            means = per_alpha.set_index("alpha")["test_acc_pct"]
-            samples = [100 * g["test_acc"].to_numpy() for _, g in group.groupby("alpha")]
-            low, high = bootstrap_spread(samples, n_boot=n_boot, confidence=confidence, seed=seed)
-            row |= {
-                "spread_pp": float(means.max() - means.min()),
-                "ci_low_pp": low,
-                "ci_high_pp": high,
-                "seed_std_pp": float(per_alpha["test_acc_std_pct"].mean()),
-                "best_alpha": float(means.idxmax()),
-                "worst_alpha": float(means.idxmin()),
-                "interpolated": bool(interpolates(group).all() and row["n_unfinished"] == 0),
+        if len(group):
+            spread = spread_memory(group, n_boot=n_boot, confidence=confidence, seed=seed)
+            spread["ci_low_pp"] = spread.pop("spread_lo", np.nan)
+            spread["ci_high_pp"] = spread.pop("spread_hi", np.nan)
+            row |= spread | {
+                "interpolated": bool(tables.interpolates(group).all() and row["n_unfinished"] == 0),
                 "min_train_acc_pct": float(100 * group["final_train_acc"].min()),
             }
-        if with_disagreement:
-            pairs = disagreement[disagreement["pipeline"] == pipeline]["disagreement"]
-            row |= {
-                "disagreement": float(pairs.mean()) if len(pairs) else np.nan,
-                "max_disagreement": float(pairs.max()) if len(pairs) else np.nan,
-                "seed_disagreement": float(seed_dis.get(pipeline, np.nan)),
-            }
+            if with_disagreement and "null_mean_pp" in row:  # two or more seeds used
+                dis = disagreement_memory(group, n_boot=n_boot, seed=seed)
+                dis["disagreement"] = dis.pop("alpha_dis", np.nan)
+                dis["seed_disagreement"] = dis.pop("seed_dis", np.nan)
+                row |= dis
         rows.append(row)
-    columns = [
-        "pipeline",
-        "label",
-        "variant",
-        "n_alphas",
-        "n_seeds",
-        "spread_pp",
-        "ci_low_pp",
-        "ci_high_pp",
-        "seed_std_pp",
-        "best_alpha",
-        "worst_alpha",
-        "interpolated",
-        "min_train_acc_pct",
-        "disagreement",
-        "max_disagreement",
-        "seed_disagreement",
-        "n_runs",
-        "n_diverged",
-        "n_unfinished",
-    ]
-    table = pd.DataFrame(rows)
-    return table[[c for c in columns if c in table.columns]]
+    dis = ("disagreement", "seed_disagreement", "excess", "excess_lo", "excess_hi")
+    columns = [c for c in SPREAD_COLUMNS if with_disagreement or c not in dis]
+    return pd.DataFrame(rows).reindex(columns=columns)  # every column, NaN where undefined
+
+
+def __getattr__(name: str):
+    """Deprecated names of this module (``initmem.empirical.deprecated``; PEP 562)."""
+    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [
-    "INTERPOLATION_THRESHOLD",
-    "interpolates",
-    "RESULT_COLUMNS",
+    "ALPHA_LEVEL",
+    "FORGOTTEN_LEVEL",
+    "FUNCTION_COLUMNS",
+    "SPREAD_COLUMNS",
     "accuracy_table",
     "bootstrap_spread",
+    "disagreement_excess",
+    "disagreement_memory",
     "disagreement_table",
-    "finished_runs",
-    "load_epochs",
-    "load_layers",
-    "load_sweep",
-    "pipeline_columns",
-    "pipeline_id",
-    "pipeline_labels",
+    "function_memory",
+    "mean_interval",
+    "norm_memory_end",
+    "norm_sentences",
     "seed_disagreement",
+    "spread_memory",
+    "spread_null",
     "spread_table",
 ]

@@ -43,7 +43,7 @@ from torch import nn
 from .architectures import ARCHITECTURES
 from .config import ALPHA_GROUPS, RunConfig
 from .plugins import PluginError, is_plugin, resolve_plugin
-from .widths import NUM_CLASSES, scaled_channels
+from .shapes import NUM_CLASSES, scaled_channels
 
 #: Page's fixed logit scale for ResNet-9.
 RESNET9_OUTPUT_SCALE = 0.125

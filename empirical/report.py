@@ -26,15 +26,23 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, NullLocator
 
+from initmem.empirical import markdown
+from initmem.empirical.curves import MemoryDataError, norm_memory_curves
 from initmem.empirical.memory import (
     accuracy_table,
+    norm_memory_end,
+    norm_sentences,
+    spread_table,
+)
+from initmem.empirical.sweep import sweep_status
+from initmem.empirical.tables import (
+    FINISHED,
+    INTERPOLATION_THRESHOLD,
     load_epochs,
     load_layers,
     load_sweep,
     pipeline_columns,
-    spread_table,
 )
-from initmem.empirical.sweep import sweep_status
 
 FIGURE_DPI = 120
 
@@ -63,7 +71,7 @@ def write_report(
     name, description = _title(sweep_dir)
     spread = spread_table(runs, n_boot=n_boot, confidence=confidence)
     accuracy = accuracy_table(runs)
-    finished = runs[runs["status"].isin(("completed", "diverged"))]
+    finished = runs[runs["status"].isin(FINISHED)]
     epochs = load_epochs(finished)
     layers = load_layers(finished)
 
@@ -75,16 +83,20 @@ def write_report(
         "",
         "## Initialization memory per pipeline",
         "",
-        "A pipeline is every config field except `alpha` (init scale) and `seed`. *Spread*: max minus "
-        "min over alpha of the seed-mean test accuracy of the validation-selected checkpoint "
-        f"(percentage points), with a {100 * confidence:.0f}% bootstrap interval over seeds. "
-        "*Interpolated*: every run reached >= 99.5% accuracy on its (un-augmented) training set. "
-        "*Disagreement*: fraction of test points where the validation-selected models of two alphas "
-        "(same seed) predict different classes, averaged over pairs and seeds; *seed disagreement* is "
-        "the same between two seeds at one alpha (the noise floor).",
+        "A pipeline is every config field except `alpha` (init scale) and `seed`. Every memory is "
+        "measured on the pipeline's *seeds used*: those whose runs interpolate (final train accuracy "
+        f">= {100 * INTERPOLATION_THRESHOLD:g}% on the un-augmented training set) at every alpha "
+        "(definition M1 of `initmem.empirical.memory`; fewer than 2: no memory). *Spread* (M2): max "
+        "minus min over alpha of the seed-mean test accuracy of the validation-selected checkpoint "
+        f"(percentage points), with a {100 * confidence:.0f}% bootstrap interval over seeds, its noise "
+        "floor (*null*: the mean spread with the alpha labels permuted within each seed) and the "
+        "permutation p-value. *Interpolated*: every run of the pipeline finished and interpolates. "
+        "*Disagreement* (M3): fraction of test points where the validation-selected models of two "
+        "alphas (same seed) predict different classes, averaged over pairs and seeds; *seed "
+        "disagreement* is the same between two seeds at one alpha (its floor).",
         "",
     ]
-    if spread.empty or "spread_pp" not in spread:
+    if spread.empty or not spread["n_runs"].any():
         lines += ["No finished runs yet.", ""]
     else:
         lines += [_markdown_table(_spread_display(spread, confidence)), ""]
@@ -125,15 +137,12 @@ def write_report(
 
 
 def _convergence_lines(runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
-    """Per pipeline: did the alphas' effective learning rates converge (computed, with interval)?"""
-    from initmem.bridge.measure import BridgeDataError, norm_memory_curves
-    from initmem.bridge.study import norm_memory_end, norm_sentences
-
+    """Per pipeline: did the alphas' effective learning rates converge (M4, with its interval)?"""
     if runs.empty or layers.empty or "weight_norm" not in layers:
         return ["no per-layer logs: cannot tell."]
     try:
         curves = norm_memory_curves(runs, layers)
-    except BridgeDataError as err:
+    except MemoryDataError as err:
         return [f"cannot tell: {err}."]
     return norm_sentences(norm_memory_end(curves, runs)) or ["no scaled BN-followed conv."]
 
@@ -142,8 +151,10 @@ def _title(sweep_dir: Path) -> tuple[str, str]:
     """The sweep's name and description from its ``sweep.toml`` (only these two keys are read, so a
     sweep file that a newer version would reject still gets its report)."""
     if sys.version_info >= (3, 11):
+        # Python-version dependent TOML reader
         import tomllib
     else:  # pragma: no cover
+        # Python-version dependent TOML reader
         import tomli as tomllib
 
     path = sweep_dir / "sweep.toml"
@@ -153,13 +164,7 @@ def _title(sweep_dir: Path) -> tuple[str, str]:
 
 # ====================================================================== tables
 def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return markdown.number(value, digits)
 
 
 def _alpha(value: Any) -> str:
@@ -167,17 +172,7 @@ def _alpha(value: Any) -> str:
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(_cell(c) for c in frame.columns) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = [
-        "| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)
-    ]
-    return "\n".join([header, rule, *body])
-
-
-def _cell(value: Any) -> str:
-    """A table cell: ``|`` escaped (a variant name may hold one), on one line."""
-    return " ".join(str(value).split()).replace("|", "\\|")
+    return markdown.frame_table(frame)
 
 
 def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
@@ -188,11 +183,15 @@ def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
             if np.isfinite(r.get("ci_low_pp", np.nan))
             else _too_few(r, "–")
         )
+        finite = np.isfinite(r.get("spread_pp", np.nan))
         rows.append(
             {
                 "pipeline": r["label"],
-                "spread (pp)": _fmt(r.get("spread_pp")) if r["n_alphas"] != 1 else _too_few(r),
+                "seeds used": str(r.get("n_seeds_used", 0)),
+                "spread (pp)": _fmt(r.get("spread_pp")) if finite else _too_few(r),
                 f"{100 * confidence:.0f}% CI (pp)": ci,
+                "null (pp)": _fmt(r.get("null_mean_pp")),
+                "p": _fmt(r.get("p_value"), 3),
                 "seed std (pp)": _fmt(r.get("seed_std_pp")),
                 "best / worst alpha": f"{_alpha(r.get('best_alpha'))} / {_alpha(r.get('worst_alpha'))}",
                 "interpolated": _fmt(r.get("interpolated")),
@@ -208,12 +207,15 @@ def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
 
 
 def _too_few(row: pd.Series, otherwise: str = "") -> str:
-    """Why a pipeline's spread or interval is not a finding: one alpha (a spread of 0 by definition),
-    or one seed (no interval)."""
+    """Why a pipeline has no spread (M1, M2): one alpha (a spread of 0 by definition), one seed, or
+    fewer than 2 seeds that interpolate at every alpha (no noise floor)."""
     if row["n_alphas"] == 1:
         return "– (one alpha)"
     if row["n_seeds"] == 1:
         return "– (one seed)"
+    used = int(row.get("n_seeds_used", 0))
+    if used < 2:
+        return f"– ({used} of {row['n_seeds']} seeds interpolate at every alpha)"
     return otherwise
 
 

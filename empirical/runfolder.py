@@ -402,6 +402,7 @@ class RunFiles:
     def load_torch(self, name: str) -> Any:
         """``torch.load`` a checkpoint; :class:`DamagedFileError` (naming it and the fix) if it cannot
         be read."""
+        # deferred: only this rarely used path needs it
         import pickle
 
         import torch  # the trainer has it loaded; readers of results never need it
@@ -442,6 +443,7 @@ def _write_parquet(columns: dict[str, list], path: Path) -> None:
 def _version() -> str:
     """The installed initmem version (looked up once per process: the lookup scans the metadata)."""
     try:
+        # deferred: only this rarely used path needs it
         from importlib.metadata import version
 
         return version("initmem")

@@ -52,14 +52,16 @@ import itertools
 import json
 import math
 import sys
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from initmem.deprecation import moved
+
 from . import backends, runfolder
 from .config import ConfigError, RunConfig, unknown_field_message
+from .deprecated import DEPRECATED
 from .workers import DEFAULT_TRAINER, resolve_trainer
 
 if sys.version_info >= (3, 11):
@@ -236,6 +238,7 @@ class SweepSpec:
         when stderr is a terminal, True always, False never. Order: variants in file order; within a
         variant the grid product with the first axis slowest.
         """
+        # deferred: tqdm loads only to draw a progress bar
         from tqdm.auto import tqdm
 
         total = self.count()
@@ -663,33 +666,9 @@ def _outcome_line(
     return line + (f" ({wall:.0f} s)" if isinstance(wall, (int, float)) else "")
 
 
-#: Names that moved out of this module: still importable from here, with a DeprecationWarning.
-_MOVED = dict.fromkeys(
-    (
-        "FINISHED_STATES",
-        "RUN_STATES",
-        "lock_is_held",
-        "read_result",
-        "run_lock",
-        "run_state",
-        "write_atomic",
-    ),
-    "runfolder",
-) | dict.fromkeys(
-    ("execute_pack", "execute_run", "execute_task", "fail_task", "record_failure", "task_runs"),
-    "workers",
-)
-
-
 def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        warnings.warn(
-            f"initmem.empirical.sweep.{name} moved to initmem.empirical.{_MOVED[name]}.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(f"{__package__}.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """Deprecated names of this module (``initmem.empirical.deprecated``; PEP 562)."""
+    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

@@ -108,6 +108,7 @@ def _functional(module: nn.Module):
     """``f(params, x) -> (batch, k)`` outputs and the trainable parameters, detached."""
     if "tensorflow" in sys.modules and "triton" not in sys.modules:
         try:
+            # deferred: only this rarely used path needs it
             import importlib.util
 
             has_triton = importlib.util.find_spec("triton") is not None

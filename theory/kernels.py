@@ -216,6 +216,7 @@ def relu_mlp_kernel(
 def _import_nt():
     _preload_triton()
     try:
+        # deferred: neural-tangents (jax) is optional
         import neural_tangents
         from neural_tangents import stax
     except ImportError as err:

@@ -678,6 +678,7 @@ class AdaptiveMeanField:
 
     def norm_sq(self, steps, init_norm_sq) -> np.ndarray:
         """``|w_t|^2`` at ``steps`` (sorted, >= 0) for each initial squared norm: (n_runs, n_steps)."""
+        # deferred: scipy loads only when this computation runs
         from scipy.integrate import solve_ivp
 
         steps = np.atleast_1d(np.asarray(steps, dtype=np.float64))
@@ -709,6 +710,7 @@ class AdaptiveMeanField:
         Runs the exact recursion for :attr:`discrete_steps`, then integrates the runs at ``alpha``
         and 1 together on a doubling horizon up to ``max_steps`` (or the end of the schedule).
         """
+        # deferred: scipy loads only when this computation runs
         from scipy.integrate import solve_ivp
 
         check_number("alpha", alpha, strict=True)
@@ -746,6 +748,7 @@ class AdaptiveMeanField:
         """
         if self.l2 == 0 and self.weight_decay == 0:
             return math.inf, math.inf
+        # deferred: scipy loads only when this computation runs
         from scipy.optimize import brentq
 
         def rate(x):

@@ -34,7 +34,7 @@ which is this function's special case and is computed by it.
 
 The same function serves the dry run of a sweep (``initmem sweep run FILE --dry-run``: the schedule
 from the config, ``d / |w_0|^2`` from the model built at init, nothing trained) and the bridge
-(:func:`initmem.bridge.predict.unit_increments`: ``d / |w_0|^2`` read from the logged init norms).
+(:func:`initmem.bridge.units.run_unit_increments`: ``d / |w_0|^2`` read from the logged init norms).
 """
 
 from __future__ import annotations

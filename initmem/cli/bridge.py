@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from initmem.bridge import BridgeDataError, fit
-    from initmem.empirical.memory import load_sweep
     from initmem.empirical.sweep import SweepError as SweepFolderError
+    from initmem.empirical.tables import load_sweep
 
     if args.n_boot < 0:
         return fail(f"--n-boot must be >= 0 (got {args.n_boot})")

@@ -64,9 +64,10 @@ def demo_spec(quick: bool = False, overrides: list[str] = ()):
 def run(args: argparse.Namespace) -> int:
     from initmem.cli.report import format_spread
     from initmem.empirical.config import ConfigError
-    from initmem.empirical.memory import load_sweep, spread_table
+    from initmem.empirical.memory import spread_table
     from initmem.empirical.report import write_report
     from initmem.empirical.sweep import SweepError, run_sweep
+    from initmem.empirical.tables import load_sweep
 
     start = time.monotonic()
     try:
@@ -114,9 +115,15 @@ def demo_verdict(spread, *, quick: bool = False) -> str:
             "initialization memory. Run `initmem demo` without `--quick` for the real demo."
         )
     rows = {r["variant"]: r for _, r in spread.iterrows()} if not spread.empty else {}
-    if not all(v in rows and "spread_pp" in rows[v] for v in (LOW_LR_SGD, ADAM, SGD_L2)):
+    if not all(v in rows and rows[v].get("n_runs", 1) for v in (LOW_LR_SGD, ADAM, SGD_L2)):
         return "**Verdict**: not every demo pipeline has finished runs; rerun `initmem demo`."
     sgd, adam, l2 = rows[LOW_LR_SGD], rows[ADAM], rows[SGD_L2]
+    without = [r["label"] for r in (sgd, adam, l2) if not r["spread_pp"] == r["spread_pp"]]
+    if without:  # NaN: fewer than 2 seeds interpolate at every alpha (memory definition M1)
+        return (
+            "**Verdict**: cannot tell at this size: fewer than 2 seeds interpolate at every alpha "
+            f"for {', '.join(without)}, so there is no spread with a noise floor to compare."
+        )
     numbers = (
         f"spread of low-lr SGD {sgd['spread_pp']:.1f} pp, Adam {adam['spread_pp']:.1f} pp, "
         f"SGD + L2 {l2['spread_pp']:.1f} pp"

@@ -28,9 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from initmem.empirical.memory import load_sweep, spread_table
+    from initmem.empirical.memory import spread_table
     from initmem.empirical.report import write_report
     from initmem.empirical.sweep import SweepError
+    from initmem.empirical.tables import load_sweep
 
     try:
         path = write_report(args.dir, n_boot=args.n_boot, out=args.out)
@@ -44,13 +45,19 @@ def run(args: argparse.Namespace) -> int:
 
 def format_spread(spread) -> str:
     """The spread table as aligned text for the terminal."""
-    if spread.empty or "spread_pp" not in spread:
+    if spread.empty or not spread["n_runs"].any():
         return "no finished runs yet"
     width = max(len("pipeline"), *(len(str(label)) for label in spread["label"]))
     lines = [f"{'pipeline':<{width}}  spread (pp)  95% CI (pp)    interpolated  min train acc (%)"]
     for _, row in spread.iterrows():
-        if not row["spread_pp"] == row["spread_pp"]:  # NaN: nothing finished yet
+        if not row.get("n_runs", 0):
             lines.append(f"{row['label']:<{width}}  {'-':>11}  (no finished runs)")
+            continue
+        if row["n_alphas"] != 1 and not row["spread_pp"] == row["spread_pp"]:  # NaN: M1 < 2 seeds
+            used = int(row.get("n_seeds_used", 0))
+            lines.append(
+                f"{row['label']:<{width}}  {'-':>11}  ({used} seed(s) interpolate at every alpha)"
+            )
             continue
         if row["n_alphas"] == 1:  # a spread over one alpha is 0 by definition: no finding
             shown, ci = "-", "(one alpha)"

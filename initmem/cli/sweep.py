@@ -159,7 +159,7 @@ def _print_plan(spec, *, progress: bool) -> None:
     import itertools
     from collections import Counter
 
-    from initmem.bridge.design import design_table, format_design
+    from initmem.bridge.units import design_table, format_design
 
     per_variant: Counter[str] = Counter()
 
@@ -169,7 +169,8 @@ def _print_plan(spec, *, progress: bool) -> None:
             yield run
 
     runs, names = itertools.tee(counted())  # zip reads them in step: one run buffered
-    design = design_table((r.config for r in runs), (r.variant for r in names))
+    # the expected init from the ResNets' shapes: the dry run loads no torch
+    design = design_table((r.config for r in runs), (r.variant for r in names), init="expected")
     print(f"sweep {spec.name}: {per_variant.total()} runs (valid)")
     for variant, count in per_variant.items():
         print(f"  {variant}: {count} runs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from initmem.bridge.design import design_correlation, design_table, init_inv_norm_sq
+from initmem.bridge.units import design_correlation, design_table, init_inv_norm_sq
 from initmem.cli import main
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepSpec
@@ -54,3 +54,38 @@ def test_dry_run_prints_the_design_and_r(capsys):
     out = capsys.readouterr().out
     assert "Pearson r of ln(epochs) and ln(accumulated)" in out
     assert "adamw-high-long" in out
+
+
+@pytest.mark.parametrize("model", ["resnet9", "resnet18"])
+@pytest.mark.parametrize("width", [0.0625, 0.125, 0.3])
+def test_torch_free_shape_table_is_the_models(model, width):
+    """The shape table lists the BN-followed convs of the torch model, in order, and its expected
+    d / |w_0|^2 = mean 3 fan_in agrees with the drawn init (relative fluctuation sqrt(0.8 / d))."""
+    from initmem.empirical.models import build_model, scale_invariant_parameters
+    from initmem.empirical.shapes import conv_shapes, expected_inv_init_sq_per_coord
+
+    config = RunConfig(model=model, width=width, device="cpu")
+    torch_model = build_model(config)
+    params = dict(torch_model.named_parameters())
+    shapes = [tuple(params[n].shape) for n in scale_invariant_parameters(torch_model)]
+    assert conv_shapes(model, width) == shapes
+    expected = expected_inv_init_sq_per_coord(model, width)
+    assert expected == pytest.approx(np.mean([3 * s[1] * s[2] * s[3] for s in shapes]))
+    assert init_inv_norm_sq(config) == pytest.approx(expected, rel=0.06)
+
+
+def test_dry_run_loads_no_torch(tmp_path):
+    """``initmem sweep run units --dry-run`` in a fresh interpreter: the design, and no torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from initmem.cli import main; "
+        f"rc = main(['sweep', 'run', 'units', '--out', {str(tmp_path / 'unused')!r}, '--dry-run']); "
+        "print('torch loaded' if 'torch' in sys.modules else 'no torch', rc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Pearson r of ln(epochs) and ln(accumulated)" in out
+    assert out.strip().endswith("no torch 0")

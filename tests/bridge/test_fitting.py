@@ -6,14 +6,10 @@ import pandas as pd
 import pytest
 
 from initmem.bridge import BridgeReport, fit
-from initmem.bridge.fitting import (
-    isotonic_fit,
-    loglog_fit,
-    stretched_exponential_fit,
-    unit_comparison,
-)
+from initmem.bridge.fits import isotonic_fit, loglog_fit, stretched_exponential_fit
+from initmem.bridge.fitting import unit_comparison
 from initmem.bridge.predict import IDENTITY_TOLERANCE
-from initmem.empirical.memory import load_sweep
+from initmem.empirical.tables import load_sweep
 
 
 def test_loglog_fit_recovers_power_law():

@@ -4,21 +4,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from initmem.bridge.fits import bootstrap_decay, fit_decay_time
 from initmem.bridge.measure import (
-    SCALE_INVARIANT_MEAN,
     BridgeDataError,
-    bootstrap_decay,
-    disagreement_curves,
-    fit_decay_time,
     function_forgetting_times,
     load_logs,
     norm_forgetting_times,
-    norm_memory_curves,
     prepare_runs,
     require_alphas,
     steps_per_epoch,
 )
-from initmem.empirical.memory import load_sweep
+from initmem.empirical.curves import SCALE_INVARIANT_MEAN, disagreement_curves, norm_memory_curves
+from initmem.empirical.tables import load_sweep
 from tests.bridge.synthetic import known_pipelines, write_synthetic_sweep
 
 T = np.linspace(0.0, 1200.0, 31)

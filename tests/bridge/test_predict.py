@@ -7,28 +7,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from initmem.bridge.measure import (
-    SCALE_INVARIANT_MEAN,
-    load_logs,
-    norm_forgetting_times,
-    norm_memory_curves,
-    prepare_runs,
-)
+from initmem.bridge.measure import load_logs, norm_forgetting_times, prepare_runs
 from initmem.bridge.predict import (
     IDENTITY_TOLERANCE,
-    UNITS,
-    accumulated_units,
     identity_check,
-    init_scale,
-    phase_boundary,
     predicted_memory_curves,
     predicted_times,
+)
+from initmem.bridge.units import (
+    UNITS,
+    evaluation_units,
+    init_scale,
+    phase_boundary,
+    run_unit_increments,
     step_lrs,
     steps_to_unit,
-    unit_increments,
 )
 from initmem.empirical.config import RunConfig
-from initmem.empirical.memory import load_sweep
+from initmem.empirical.curves import SCALE_INVARIANT_MEAN, norm_memory_curves
+from initmem.empirical.tables import load_sweep
 from initmem.theory.schedule import accumulated_regularization
 
 BASE = dict(dataset="synthetic", train_size=1280, val_size=1000, batch_size=32, epochs=10)
@@ -52,7 +49,7 @@ def test_unit_sums_match_theory_schedule(changes):
     theory = accumulated_regularization(
         lrs / (1 - mu), config.l2 + config.weight_decay * (1 - mu), config.batch_size
     )
-    sums = unit_increments(config, inv_init_sq_per_coord=7.0).sum()
+    sums = run_unit_increments(config, inv_init_sq_per_coord=7.0).sum()
     assert sums["explicit"] == pytest.approx(theory["explicit"], rel=1e-12)
     assert sums["sgd_noise"] == pytest.approx(theory["sgd_noise"], rel=1e-12)
     assert sums["adam"] == pytest.approx(7.0 * theory["adam"], rel=1e-12)
@@ -72,10 +69,10 @@ def test_steps_to_unit_closed_form():
         steps_to_unit(config, "fortnights")
 
 
-def test_accumulated_units_at_logged_steps(synthetic_sweep):
+def test_evaluation_units_at_logged_steps(synthetic_sweep):
     runs = prepare_runs(load_sweep(synthetic_sweep))
     epochs, layers = load_logs(runs)
-    table = accumulated_units(runs, epochs, layers)
+    table = evaluation_units(runs, epochs, layers)
     assert list(table.columns[-len(UNITS) :]) == list(UNITS)
     row = runs.iloc[0]
     mine = table[table["hash"] == row["hash"]].set_index("epoch")

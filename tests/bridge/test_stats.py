@@ -7,12 +7,13 @@ import itertools
 import numpy as np
 import pytest
 
-from initmem.bridge import stats
+from initmem.bridge import fits, stats
+from initmem.empirical import memory
 
 
 def test_spread_null_matches_brute_force_enumeration():
     acc = np.array([[80.0, 74.0], [79.0, 75.0], [83.0, 76.0]])
-    result = stats.spread_null(acc)
+    result = memory.spread_null(acc)
     null = []
     for flips in itertools.product([False, True], repeat=3):
         shuffled = np.array([row[::-1] if f else row for row, f in zip(acc, flips, strict=True)])
@@ -27,11 +28,11 @@ def test_spread_null_matches_brute_force_enumeration():
 def test_spread_null_planted_effect_and_planted_null():
     rng = np.random.default_rng(0)
     effect = np.column_stack([80 + rng.normal(0, 0.5, 6), 70 + rng.normal(0, 0.5, 6)])
-    result = stats.spread_null(effect)
+    result = memory.spread_null(effect)
     assert result["p_value"] == pytest.approx(2 / 64) == result["p_min"]  # the smallest possible
     same = np.column_stack([np.full(5, 80.0), np.full(5, 80.0)])
-    assert stats.spread_null(same)["p_value"] == 1.0
-    assert np.isnan(stats.spread_null(effect[:1])["p_value"])  # one seed: no null
+    assert memory.spread_null(same)["p_value"] == 1.0
+    assert np.isnan(memory.spread_null(effect[:1])["p_value"])  # one seed: no null
 
 
 def _predictions(alpha_flip: float, n_seeds: int = 6, n: int = 4000, seed: int = 0):
@@ -49,13 +50,13 @@ def _predictions(alpha_flip: float, n_seeds: int = 6, n: int = 4000, seed: int =
 
 
 def test_disagreement_excess_planted_effect_and_null():
-    effect = stats.disagreement_excess(_predictions(0.3), n_boot=300)
+    effect = memory.disagreement_excess(_predictions(0.3), n_boot=300)
     # alpha pairs: the 30% changed; seed pairs: about 2 * 0.1 * 0.9 = 0.18 at either alpha
     assert effect["alpha_dis"] == pytest.approx(0.3, abs=0.02)
     assert effect["seed_dis"] == pytest.approx(0.17, abs=0.02)
     assert effect["excess"] == pytest.approx(effect["alpha_dis"] - effect["seed_dis"])
     assert effect["excess_lo"] > 0
-    null = stats.disagreement_excess(_predictions(0.0), n_boot=300)
+    null = memory.disagreement_excess(_predictions(0.0), n_boot=300)
     assert null["alpha_dis"] == 0.0
     assert null["excess_hi"] < 0  # identical alphas disagree less than seeds do
     # alphas as different as two seeds: the interval covers 0
@@ -65,7 +66,7 @@ def test_disagreement_excess_planted_effect_and_null():
         a: {s: np.where(rng.random(4000) < 0.1, rng.integers(0, 10, 4000), truth) for s in range(6)}
         for a in (1.0, 4.0)
     }
-    result = stats.disagreement_excess(noisy, n_boot=300)
+    result = memory.disagreement_excess(noisy, n_boot=300)
     assert result["excess_lo"] < 0 < result["excess_hi"]
 
 
@@ -122,12 +123,12 @@ def test_spread_cube_and_lopo_r2():
     # two groups on one decreasing curve: each is predicted by the other's fit
     u = np.array([1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
     y = np.array([3.0, 2.0, 1.0, 3.0, 2.0, 1.0])
-    assert stats.lopo_r2(u, y, [0, 0, 0, 1, 1, 1]) == pytest.approx(1.0)
+    assert fits.lopo_r2(u, y, [0, 0, 0, 1, 1, 1]) == pytest.approx(1.0)
 
 
 def test_loglog_r2_interval_on_an_exact_power_law():
     predicted = np.geomspace(10, 1e4, 8)
-    result = stats.loglog_r2_interval(3 * predicted**0.8, predicted, n_boot=200)
+    result = fits.loglog_r2_interval(3 * predicted**0.8, predicted, n_boot=200)
     assert result["r2_lo"] == pytest.approx(1.0)
     assert result["slope_boot_lo"] == pytest.approx(0.8)
     assert result["slope_boot_hi"] == pytest.approx(0.8)

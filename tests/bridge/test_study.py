@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from initmem.cli import main
-from initmem.empirical.memory import INTERPOLATION_THRESHOLD, load_sweep
+from initmem.empirical.tables import INTERPOLATION_THRESHOLD, load_sweep
 
 TINY_STUDY = """
 name = "study-test"
@@ -133,3 +133,39 @@ def test_collapse_and_group_sentences_follow_the_numbers():
     assert "carried by conv (6.0 pp, p = 0.031) (and by all parameters together" in sgd
     assert "not by head (0.5 pp, p = 0.500)" in sgd
     assert "only the combination" in adam
+
+
+def _rows(text: str, header_start: str) -> dict[str, dict[str, str]]:
+    """The Markdown table whose header starts with ``header_start``: {first cell: {column: cell}}."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    names = [c.strip() for c in lines[start].strip("|").split("|")]
+    out = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        out[cells[0]] = dict(zip(names, cells, strict=True))
+    return out
+
+
+def test_report_bridge_and_study_print_one_spread(law_sweep, tmp_path):
+    """M2 has one owner: the report's table, the bridge's pipelines table and the study document show
+    the same spread, interval, p-value and seeds for every pipeline of a sweep."""
+    from initmem.bridge.study import unit_study
+    from initmem.empirical.report import write_report
+
+    report = _rows(write_report(law_sweep, out=tmp_path).read_text(), "| pipeline | seeds used |")
+    study = unit_study(law_sweep, n_boot=20)
+    doc = _rows(study.markdown(), "| pipeline | seeds | spread pp")
+    bridge = _rows(study.bridge.markdown(), "| pipeline | label |")
+    runs = load_sweep(law_sweep)
+    labels = dict(zip(runs["pipeline"], runs["label"], strict=True))
+    assert len(report) == len(doc) == runs["pipeline"].nunique() == 5
+    for pipeline, row in bridge.items():
+        label = labels[pipeline]
+        mine, theirs = report[label], doc[label]
+        assert theirs["spread pp [95%]"] == f"{mine['spread (pp)']} {mine['95% CI (pp)']}"
+        assert theirs["p"] == mine["p"] and theirs["seeds"] == mine["seeds used"] == "2"
+        assert float(row["spread_pp"]) == pytest.approx(float(mine["spread (pp)"]), abs=0.05)
+        assert float(row["p_value"]) == pytest.approx(float(mine["p"]), abs=5e-4)

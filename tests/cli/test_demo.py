@@ -70,3 +70,11 @@ def test_verdict_states_the_contrast_with_its_numbers(values, expected):
     assert f"low-lr SGD {values[LOW_LR_SGD][0]:.1f} pp" in verdict
     assert "every run interpolated" in verdict
     assert "not every run interpolated" in demo_verdict(_spread(values, interpolated=False))
+
+
+def test_verdict_without_a_spread_cannot_tell():
+    """A pipeline with fewer than 2 seeds that interpolate at every alpha has no spread (NaN)."""
+    values = {LOW_LR_SGD: (float("nan"), float("nan"), float("nan")), ADAM: (2, 1, 4)}
+    verdict = demo_verdict(_spread(values | {SGD_L2: (1, 0.5, 3)}))
+    assert "cannot tell at this size" in verdict and LOW_LR_SGD in verdict
+    assert "does NOT show" not in verdict

@@ -6,6 +6,7 @@ files of docs/run-format.md), so every metric has an independent expected value.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -14,19 +15,23 @@ import pandas as pd
 import pytest
 
 from initmem.empirical.memory import (
-    INTERPOLATION_THRESHOLD,
     accuracy_table,
     bootstrap_spread,
     disagreement_table,
-    load_epochs,
-    load_layers,
-    load_sweep,
-    pipeline_columns,
     seed_disagreement,
+    spread_null,
     spread_table,
 )
 from initmem.empirical.runfolder import run_lock
 from initmem.empirical.sweep import SweepSpec, prepare_sweep
+from initmem.empirical.tables import (
+    INTERPOLATION_THRESHOLD,
+    interpolating_seeds,
+    load_epochs,
+    load_layers,
+    load_sweep,
+    pipeline_columns,
+)
 
 N_TEST = 200
 LABELS = np.arange(N_TEST) % 10
@@ -75,8 +80,10 @@ def predictions(variant: str, alpha: float, seed: int) -> np.ndarray:
     return pred
 
 
-def make_sweep(root: Path, *, jsonl_only: tuple[str, ...] = ()) -> Path:
-    """A finished synthetic sweep; runs of the variants in ``jsonl_only`` have no parquet tables."""
+def make_sweep(root: Path, *, jsonl_only: tuple[str, ...] = (), train: dict | None = None) -> Path:
+    """A finished synthetic sweep; runs of the variants in ``jsonl_only`` have no parquet tables;
+    ``train``: final train accuracy per (variant, alpha, seed), 1.0 elsewhere (default :data:`TRAIN`)."""
+    train = TRAIN if train is None else train
     runs = prepare_sweep(SweepSpec.from_toml(SPEC), root)
     for run in runs:
         key = (run.variant, run.config.alpha)
@@ -89,7 +96,7 @@ def make_sweep(root: Path, *, jsonl_only: tuple[str, ...] = ()) -> Path:
             "best_val_acc": test_acc - 0.01,
             "test_acc": test_acc,
             "best_epoch": 3,
-            "final_train_acc": TRAIN.get((*key, seed), 1.0),
+            "final_train_acc": train.get((*key, seed), 1.0),
             "final_test_acc": test_acc - 0.02,
             "epochs_run": 4,
             "steps_run": 16,
@@ -176,8 +183,9 @@ def test_load_sweep_states_of_unfinished_runs(sweep):
     assert np.isnan(load_sweep(sweep)["test_acc"].iloc[0])
 
 
-def test_spread_is_max_minus_min_of_seed_means_in_points(sweep):
-    spread = spread_table(load_sweep(sweep), n_boot=500).set_index("label")
+def test_spread_is_max_minus_min_of_seed_means_in_points(tmp_path):
+    spread = spread_table(load_sweep(make_sweep(tmp_path / "s", train={})), n_boot=500)
+    spread = spread.set_index("label")
     sgd_means = {a: np.mean(ACC[("sgd", a)]) for a in (0.5, 1.0, 2.0)}
     assert spread.loc["sgd", "spread_pp"] == pytest.approx(
         100 * (max(sgd_means.values()) - min(sgd_means.values()))
@@ -190,6 +198,31 @@ def test_spread_is_max_minus_min_of_seed_means_in_points(sweep):
     assert spread.loc["sgd", "n_alphas"] == 3 and spread.loc["sgd", "n_seeds"] == 2
     low, high = spread.loc["sgd", ["ci_low_pp", "ci_high_pp"]]
     assert low <= 17.0 <= high
+    assert spread.loc["sgd", "n_seeds_used"] == 2
+
+
+def test_spread_uses_the_seeds_that_interpolate_at_every_alpha_and_has_its_null(sweep):
+    """M1: seed 1 of sgd misses interpolation at alpha 2, so sgd keeps one seed (no spread); adam
+    keeps both, and its null is the brute-force enumeration of within-seed relabellings."""
+    runs = load_sweep(sweep)
+    spread = spread_table(runs, n_boot=50).set_index("label")
+    sgd_runs = runs[runs["variant"] == "sgd"]
+    assert interpolating_seeds(sgd_runs).tolist() == [0]
+    assert spread.loc["sgd", "n_seeds_used"] == 1 and np.isnan(spread.loc["sgd", "spread_pp"])
+    assert spread.loc["adam", "n_seeds_used"] == 2
+    acc = 100 * np.array([[ACC[("adam", a)][s] for a in (0.5, 1.0, 2.0)] for s in (0, 1)])
+    spreads = [
+        np.ptp(np.mean([acc[0, list(p)], acc[1, list(q)]], axis=0))
+        for p in itertools.permutations(range(3))
+        for q in itertools.permutations(range(3))
+    ]
+    observed = np.ptp(acc.mean(axis=0))
+    assert spread.loc["adam", "spread_pp"] == pytest.approx(observed)
+    assert spread.loc["adam", "null_mean_pp"] == pytest.approx(np.mean(spreads))
+    assert spread.loc["adam", "p_value"] == pytest.approx(
+        np.mean(np.array(spreads) >= observed - 1e-9)
+    )
+    assert spread.loc["adam", "p_value"] == pytest.approx(spread_null(acc)["p_value"])
 
 
 def test_interpolation_flag_uses_the_99_5_percent_threshold(sweep):
@@ -236,11 +269,11 @@ def test_disagreement_counts_test_points_where_predictions_differ(sweep):
         )
         assert value == pytest.approx(expected)
     spread = spread_table(runs, n_boot=10).set_index("pipeline")
-    for pipeline, group in table.groupby("pipeline"):
-        assert spread.loc[pipeline, "disagreement"] == pytest.approx(group["disagreement"].mean())
-        assert spread.loc[pipeline, "max_disagreement"] == pytest.approx(
-            group["disagreement"].max()
-        )
+    adam = runs.loc[runs["variant"] == "adam", "pipeline"].iloc[0]  # both seeds used (M1)
+    pairs = table[table["pipeline"] == adam]["disagreement"]
+    assert spread.loc[adam, "disagreement"] == pytest.approx(pairs.mean())
+    assert spread.loc[adam, "seed_disagreement"] == pytest.approx(seeds[adam])
+    assert spread.loc[adam, "excess"] == pytest.approx(pairs.mean() - seeds[adam])
 
 
 @pytest.mark.parametrize(("std_a", "std_b"), [(0.02, 0.03), (0.05, 0.01)])

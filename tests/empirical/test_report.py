@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from initmem.empirical.memory import accuracy_table, load_sweep, spread_table
+from initmem.empirical.memory import accuracy_table, spread_table
 from initmem.empirical.report import write_report
 from initmem.empirical.sweep import SweepSpec, prepare_sweep
+from initmem.empirical.tables import load_sweep
 from tests.empirical.test_memory import make_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -39,15 +40,29 @@ def test_report_links_existing_readable_figures(report):
         assert width >= 400 and height >= 200, link
 
 
+def spread_cells(text: str, label: str) -> dict[str, str]:
+    """The cells of ``label``'s row of the report's spread table, by column name."""
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| pipeline | seeds used |"))
+    row = next(line for line in lines if line.startswith(f"| {label} |"))
+    names = [c.strip() for c in header.strip("|").split("|")]
+    return dict(zip(names, [c.strip() for c in row.strip("|").split("|")], strict=True))
+
+
 def test_report_tables_hold_the_metric_values(report):
     text = report.read_text()
     runs = load_sweep(report.parent)
     spread = spread_table(runs, n_boot=200).set_index("label")
+    assert spread["spread_pp"].notna().any() and spread["spread_pp"].isna().any()
     for label, row in spread.iterrows():
-        line = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        assert float(cells[1]) == pytest.approx(row["spread_pp"], abs=0.05)
-        assert cells[5] == ("yes" if row["interpolated"] else "no")
+        cells = spread_cells(text, label)
+        assert cells["seeds used"] == str(row["n_seeds_used"])
+        if np.isfinite(row["spread_pp"]):
+            assert float(cells["spread (pp)"]) == pytest.approx(row["spread_pp"], abs=0.05)
+            assert float(cells["p"]) == pytest.approx(row["p_value"], abs=5e-4)
+        else:  # M1: fewer than 2 seeds interpolate at every alpha
+            assert cells["spread (pp)"] == "– (1 of 2 seeds interpolate at every alpha)"
+        assert cells["interpolated"] == ("yes" if row["interpolated"] else "no")
     accuracy = accuracy_table(runs)
     mean = accuracy[(accuracy["label"] == "sgd") & (accuracy["alpha"] == 2.0)][
         "test_acc_pct"
@@ -97,16 +112,14 @@ def test_one_alpha_or_one_seed_says_so_instead_of_a_spread(tmp_path):
     sweep = make_sweep(tmp_path / "one_alpha")
     _keep_runs(sweep, lambda e: e["config"]["alpha"] == 1.0)
     text = write_report(sweep, n_boot=20).read_text()
-    row = next(line for line in text.splitlines() if line.startswith("| sgd |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1] == "– (one alpha)" and "0.0" not in cells[1:3]
+    cells = spread_cells(text, "sgd")
+    assert cells["spread (pp)"] == "– (one alpha)" and cells["95% CI (pp)"] == "– (one alpha)"
 
     sweep = make_sweep(tmp_path / "one_seed")
     _keep_runs(sweep, lambda e: e["config"]["seed"] == 0)
     text = write_report(sweep, n_boot=20).read_text()
-    row = next(line for line in text.splitlines() if line.startswith("| sgd |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert float(cells[1]) == pytest.approx(100 * (0.90 - 0.70)) and cells[2] == "– (one seed)"
+    cells = spread_cells(text, "sgd")  # one seed: no noise floor, so no spread (M1)
+    assert cells["spread (pp)"] == "– (one seed)" and cells["95% CI (pp)"] == "– (one seed)"
 
 
 def test_report_of_a_sweep_without_runs(tmp_path):
@@ -130,9 +143,9 @@ def test_report_figures_leave_pyplot_alone(tmp_path, pyplot_forbidden):
 def test_effective_lr_section_states_convergence_from_the_data(report):
     """One computed sentence per pipeline: the norm memory at the end with its interval, and a
     state that follows from it (converged below 1/e, apart above, else cannot tell)."""
-    from initmem.bridge.measure import norm_memory_curves
-    from initmem.bridge.study import norm_memory_end
-    from initmem.empirical.memory import load_layers
+    from initmem.empirical.curves import norm_memory_curves
+    from initmem.empirical.memory import norm_memory_end
+    from initmem.empirical.tables import load_layers
 
     text = report.read_text()
     runs = load_sweep(report.parent)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from initmem.cli import EXIT_BUSY, interrupt_on, main
-from initmem.empirical.memory import load_sweep, spread_table
+from initmem.empirical.memory import spread_table
 from initmem.empirical.runfolder import (
     DamagedFileError,
     DamagedRunWarning,
@@ -28,6 +28,7 @@ from initmem.empirical.runfolder import (
     run_state,
 )
 from initmem.empirical.sweep import run_sweep, sweep_status
+from initmem.empirical.tables import load_sweep
 from initmem.empirical.trainer import train
 from tests.empirical.test_memory import make_sweep
 from tests.empirical.test_sweep import FAKE, REPO, journal, write_sweep

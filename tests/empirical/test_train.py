@@ -19,7 +19,7 @@ from initmem.empirical.optim import (
     build_optimizer,
     set_lr,
 )
-from initmem.empirical.runlog import RunResult, load_result, read_log, read_predictions
+from initmem.empirical.runfolder import RunResult, load_result, read_log, read_predictions
 from initmem.empirical.trainer import RunFolderError, train
 from tests.empirical.rounding import assert_same_run, train_reference
 

@@ -7,8 +7,8 @@ import pytest
 
 from initmem.empirical import backends, runfolder, sweep, workers
 from initmem.empirical.config import RunConfig
-from initmem.empirical.memory import load_sweep
 from initmem.empirical.sweep import SweepError, SweepSpec, run_sweep
+from initmem.empirical.tables import load_sweep
 from initmem.empirical.workers import DEFAULT_TRAINER, TRAINER_ALIASES, resolve_trainer
 from tests.empirical.test_sweep import FAKE, SWEEP, fake_train
 
@@ -16,7 +16,7 @@ from tests.empirical.test_sweep import FAKE, SWEEP, fake_train
 def test_a_trainer_string_names_a_module_function_or_an_attribute_path():
     assert resolve_trainer(FAKE) is fake_train
     assert resolve_trainer(fake_train) is fake_train
-    assert resolve_trainer("initmem.empirical.memory:load_sweep") is load_sweep
+    assert resolve_trainer("initmem.empirical.tables:load_sweep") is load_sweep
     # no module initmem.empirical.RunConfig: the class is an attribute of the package
     assert resolve_trainer("initmem.empirical.RunConfig:from_dict") == RunConfig.from_dict
 
@@ -71,7 +71,7 @@ def test_a_backend_whose_package_is_missing_is_refused_before_anything_runs(tmp_
     ],
 )
 def test_names_moved_out_of_sweep_still_import_with_a_warning(name, home):
-    with pytest.warns(DeprecationWarning, match=f"moved to {home.__name__}.{name}"):
+    with pytest.warns(DeprecationWarning, match=rf"use {home.__name__}.{name} \(removed in 0.2\)"):
         assert getattr(sweep, name) is getattr(home, name)
     with pytest.raises(AttributeError):
         sweep.no_such_name  # noqa: B018

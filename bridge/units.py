@@ -1,0 +1,335 @@
+"""Units of forgetting of a sweep's runs: per step, up to each evaluation, and over the design.
+
+The one definition of every unit is :mod:`initmem.theory.units`; this module feeds it with a run's
+own per-step schedule (:func:`run_unit_increments`), accumulates it up to each logged evaluation
+(:func:`evaluation_units`), finds when a unit reaches a level (:func:`steps_to_unit`), draws its
+level over a grid of settings (:func:`phase_boundary`) and gives a sweep's design before training
+(:func:`design_table`, :func:`design_correlation`, :func:`format_design`; what ``initmem sweep run
+--dry-run`` prints). ``d / |w_0|^2`` (the ``adam`` unit) comes from the logged init norms
+(:func:`init_scale`), from a drawn model (:func:`init_inv_norm_sq`, torch) or in expectation from the
+ResNets' shapes (:func:`initmem.empirical.shapes.expected_inv_init_sq_per_coord`, no torch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+
+from initmem.empirical import tables
+from initmem.empirical.config import RunConfig
+from initmem.empirical.shapes import RESNETS, expected_inv_init_sq_per_coord
+from initmem.theory import units as theory_units
+
+#: Candidate units of forgetting (the one definition: :mod:`initmem.theory.units`).
+UNITS = theory_units.UNITS
+UNIT_DEFINITIONS = theory_units.UNIT_DEFINITIONS
+
+
+# ----------------------------------------------------------------------------------- schedules
+def run_config(row: pd.Series | dict) -> RunConfig:
+    """The :class:`RunConfig` of a row of ``load_sweep``'s table (not re-validated)."""
+    values = {}
+    for name in RunConfig.field_names():
+        if name not in row:
+            continue
+        value = row[name]
+        if isinstance(value, (tuple, list, np.ndarray)):
+            value = [v.item() if isinstance(v, np.generic) else v for v in value]
+        elif isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, float) and math.isnan(value):
+            value = None  # an optional field left empty (pandas turns None into NaN)
+        values[name] = value
+    return RunConfig.from_dict(values, validate=False)
+
+
+def step_lrs(config: RunConfig) -> np.ndarray:
+    """The learning rate of each optimizer step of a run (length ``total_steps``), as trained."""
+    return config.lr * config.lr_multipliers()
+
+
+def run_unit_increments(config: RunConfig, inv_init_sq_per_coord: float = np.nan) -> pd.DataFrame:
+    """Per-step increments of every unit of :data:`UNITS` for one config (one row per step).
+
+    :func:`initmem.theory.units.unit_increments` (the one definition) fed with the run's per-step
+    learning rates (:func:`step_lrs`) and settings, and ``inv_init_sq_per_coord`` (``d / |w_0|^2``
+    at alpha = 1; NaN leaves ``adam`` undefined).
+    """
+    return pd.DataFrame(
+        theory_units.unit_increments(
+            step_lrs(config),
+            optimizer=config.optimizer,
+            batch_size=config.batch_size,
+            steps_per_epoch=config.steps_per_epoch,
+            momentum=config.momentum,
+            l2=config.l2,
+            weight_decay=config.weight_decay,
+            inv_init_sq_per_coord=inv_init_sq_per_coord,
+        )
+    )[list(UNITS)]
+
+
+def init_scale(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.Series:
+    """Per pipeline: mean over its scale-invariant layers of ``d / |w_0|^2`` at alpha = 1.
+
+    ``|w_0(1)|^2 = |w_0(alpha)|^2 / alpha^2`` for the layers alpha scales (read at the first
+    evaluation, epoch 0); a layer counts as scaled when ``ln |w_0|^2`` grows with ``ln alpha`` at a
+    slope above 1 (2 if scaled, 0 if ``alpha_groups`` leaves it alone).
+    """
+    init = init_norms(runs, layers)
+    per_layer = (init["numel"] / init["norm_sq_at_1"]).groupby([init["pipeline"], init["layer"]])
+    return per_layer.mean().groupby(level="pipeline").mean().rename("inv_init_sq_per_coord")
+
+
+def init_norms(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+    """Epoch-0 rows of the scale-invariant layers with ``scaled`` and ``norm_sq_at_1`` (|w_0|^2 at
+    alpha = 1)."""
+    first = layers[layers["epoch"] == layers.groupby("hash")["epoch"].transform("min")]
+    first = first[first["scale_invariant"].astype(bool) & (first["weight_norm"] > 0)]
+    first = first.merge(runs[["hash", "pipeline", "alpha"]], on="hash")
+    first = first.assign(
+        scale_invariant=True,
+        log_norm_sq=2.0 * np.log(first["weight_norm"]),
+        log_alpha=np.log(first["alpha"]),
+    )
+    slopes = {}
+    for key, group in first.groupby(["pipeline", "layer"]):
+        spread = group["log_alpha"].max() - group["log_alpha"].min()
+        slopes[key] = (
+            np.polyfit(group["log_alpha"], group["log_norm_sq"], 1)[0] if spread > 0 else 2.0
+        )
+    scaled = np.array(
+        [slopes[k] > 1.0 for k in zip(first["pipeline"], first["layer"], strict=True)]
+    )
+    return first.assign(
+        scaled=scaled,
+        norm_sq_at_1=np.exp(first["log_norm_sq"] - np.where(scaled, 2.0 * first["log_alpha"], 0.0)),
+    )
+
+
+def evaluation_units(
+    runs: pd.DataFrame, epochs: pd.DataFrame, layers: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Every unit of :data:`UNITS`, accumulated up to each evaluation of each run (tidy).
+
+    Columns: ``hash``, ``pipeline``, ``epoch``, ``step`` and one column per unit (its running sum over
+    the steps done). ``adam`` needs the layer logs for ``d / |w_0|^2`` (NaN without them).
+    """
+    scale = init_scale(runs, layers) if layers is not None and not layers.empty else pd.Series()
+    cache: dict[str, pd.DataFrame] = {}
+    frames = []
+    for _, run in runs.iterrows():
+        config = run_config(run)
+        key = f"{run['pipeline']}"
+        if key not in cache:
+            increments = run_unit_increments(config, float(scale.get(run["pipeline"], np.nan)))
+            cumulative = increments.cumsum()
+            zero = pd.DataFrame([dict.fromkeys(cumulative.columns, 0.0)])
+            cache[key] = pd.concat([zero, cumulative], ignore_index=True)
+        sums = cache[key]
+        logged = epochs[epochs["hash"] == run["hash"]][["epoch", "step"]].copy()
+        index = np.clip(logged["step"].to_numpy(dtype=int), 0, len(sums) - 1)
+        values = sums.iloc[index].reset_index(drop=True)
+        logged = logged.reset_index(drop=True)
+        frames.append(pd.concat([logged, values], axis=1).assign(hash=run["hash"], pipeline=key))
+    if not frames:
+        return pd.DataFrame(columns=["hash", "pipeline", "epoch", "step", *UNITS])
+    out = pd.concat(frames, ignore_index=True)
+    return out[["hash", "pipeline", "epoch", "step", *UNITS]]
+
+
+def steps_to_unit(config: RunConfig, unit: str, level: float = 1.0, inv_init_sq=np.nan) -> float:
+    """Steps until ``unit`` accumulates ``level``: inside the run by the schedule, beyond its end at
+    the final per-step rate (``inf`` when the unit does not grow). The unit's predicted forgetting time.
+    """
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {list(UNITS)} (got {unit!r})")
+    increments = run_unit_increments(config, inv_init_sq)[unit].to_numpy()
+    running = np.cumsum(increments)
+    hit = np.flatnonzero(running >= level)
+    if hit.size:
+        return float(hit[0] + 1)
+    rate = increments[-1] if increments.size else 0.0
+    if not rate > 0:
+        return math.inf
+    return float(len(increments) + (level - running[-1]) / rate)
+
+
+def phase_boundary(config, x: str, y: str, x_values, y_values, inv_init_sq=np.nan) -> np.ndarray:
+    """Accumulated regularization at the end of a run of ``config`` over the grid ``x`` x ``y``.
+
+    ``x``, ``y`` among ``lr``, ``decay`` (set on ``l2`` if the config uses coupled L2, else on
+    ``weight_decay``) and ``batch_size``; every other setting is ``config``'s. At a fixed schedule
+    explicit decay scales as ``lr * decay`` and the noise terms as ``lr^2``; each batch size (which
+    also sets the steps per epoch) is summed afresh by :func:`run_unit_increments`.
+    Returns an array of shape (len(y_values), len(x_values)).
+    """
+    for name in (x, y):
+        if name not in ("lr", "decay", "batch_size"):
+            raise ValueError(f"x and y must be among lr, decay, batch_size (got {name!r})")
+    xs, ys = np.meshgrid(np.asarray(x_values, dtype=float), np.asarray(y_values, dtype=float))
+    values = {
+        "lr": np.full(xs.shape, config.lr),
+        "decay": np.full(xs.shape, config.l2 + config.weight_decay),
+        "batch_size": np.full(xs.shape, float(config.batch_size)),
+    }
+    values[x], values[y] = xs, ys
+    on_l2 = config.l2 > 0
+    noise = theory_units.noise_unit(config.optimizer)
+    out = np.empty(xs.shape)
+    for batch in np.unique(values["batch_size"]):
+        if batch > config.resolved_train_size:
+            out[values["batch_size"] == batch] = np.nan
+            continue
+        base = dataclasses.replace(
+            config, lr=1.0, l2=float(on_l2), weight_decay=float(not on_l2), batch_size=int(batch)
+        )
+        sums = run_unit_increments(base, inv_init_sq).sum()
+        mask = values["batch_size"] == batch
+        lr = values["lr"][mask]
+        out[mask] = lr * values["decay"][mask] * sums["explicit"] + lr**2 * sums[noise]
+    return out
+
+
+# ----------------------------------------------------------------------------------- the design
+def init_inv_norm_sq(config) -> float:
+    """Mean over the BN-followed convs of ``d / |w_0|^2`` of ``config``'s model at alpha = 1."""
+    from initmem.empirical.models import build_model, scale_invariant_parameters  # deferred: torch
+
+    model = build_model(config.replace(alpha=1.0))
+    params = dict(model.named_parameters())
+    names = scale_invariant_parameters(model)
+    numels = [params[n].numel() for n in names]
+    norms = [float(params[n].detach().double().pow(2).sum()) for n in names]
+    return theory_units.inv_init_sq_per_coord(numels, norms)
+
+
+def config_units(config, inv_init_sq_per_coord: float) -> dict[str, float]:
+    """Every unit accumulated over the whole run of ``config`` (RunConfig): the totals of
+    :func:`run_unit_increments` (which feeds the theory's one definition)."""
+    increments = run_unit_increments(config, inv_init_sq_per_coord)
+    return {k: float(v) for k, v in increments.sum().items()}
+
+
+def design_table(configs, variants=None, *, init: str = "drawn") -> pd.DataFrame:
+    """One row per pipeline of the given run configs (alpha and seed ignored), in first-seen order.
+
+    ``configs``: RunConfigs, any iterable (e.g. ``(r.config for r in spec.iter_runs())``: read once,
+    one entry kept per pipeline, so a streamed grid stays in bounded memory); ``variants`` their
+    variant names (an iterable of the same length). Columns: ``variant``, ``pipeline``, ``optimizer``, ``lr``, ``momentum``, ``l2``,
+    ``weight_decay``, ``schedule``, ``batch_size``, ``alpha_groups``, ``alphas``, ``n_seeds``,
+    ``inv_init_sq_per_coord`` and every unit of :data:`initmem.theory.units.UNITS` (totals).
+    ``init``: ``d / |w_0|^2`` of the drawn model at alpha = 1 (``"drawn"``, :func:`init_inv_norm_sq`,
+    builds it with torch) or its expectation from the ResNet's shapes (``"expected"``, no torch; other
+    models are drawn).
+    """
+    pairs = (
+        zip(configs, variants, strict=True) if variants is not None else ((c, "") for c in configs)
+    )
+    groups: dict[str, dict] = {}
+    for config, variant in pairs:
+        key = tables.pipeline_id(config.to_dict())
+        entry = groups.setdefault(key, {"config": config, "variant": variant, "alphas": set()})
+        entry["alphas"].add(config.alpha)
+        entry.setdefault("seeds", set()).add(config.seed)
+    if init not in ("drawn", "expected"):
+        raise ValueError(f"init must be 'drawn' or 'expected' (got {init!r})")
+    cache: dict[tuple, float] = {}
+    rows = []
+    for key, entry in groups.items():
+        config = entry["config"]
+        init_key = (config.model, config.width, config.seed)
+        if init_key not in cache:
+            cache[init_key] = (
+                expected_inv_init_sq_per_coord(config.model, config.width)
+                if init == "expected" and config.model in RESNETS
+                else init_inv_norm_sq(config)  # drawn (other models: no shape table)
+            )
+        inv = cache[init_key]
+        rows.append(
+            {
+                "variant": entry["variant"],
+                "pipeline": key,
+                "optimizer": config.optimizer,
+                "lr": config.lr,
+                "momentum": config.momentum,
+                "l2": config.l2,
+                "weight_decay": config.weight_decay,
+                "schedule": config.schedule,
+                "batch_size": config.batch_size,
+                "alpha_groups": ",".join(config.alpha_groups),
+                "alphas": ",".join(f"{a:g}" for a in sorted(entry["alphas"])),
+                "n_seeds": len(entry["seeds"]),
+                "inv_init_sq_per_coord": inv,
+                **config_units(config, inv),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def design_correlation(table: pd.DataFrame, x: str = "epochs", y: str = "accumulated") -> dict:
+    """Pearson r of ``ln x`` and ``ln y`` over the pipelines with two or more alphas.
+
+    Returns ``r``, ``n`` (pipelines used), ``decades`` (``log10`` of max over min of ``y``) and the
+    range ``y_min``, ``y_max``. NaN ``r`` with fewer than 3 usable pipelines or a constant column.
+    """
+    compared = table[table["alphas"].str.count(",") >= 1] if "alphas" in table else table
+    values = compared[[x, y]].to_numpy(dtype=np.float64)
+    values = values[np.all(np.isfinite(values) & (values > 0), axis=1)]
+    out = {"r": math.nan, "n": int(len(values)), "decades": math.nan}
+    out.update(y_min=math.nan, y_max=math.nan)
+    if len(values) == 0:
+        return out
+    logs = np.log(values)
+    out.update(
+        y_min=float(values[:, 1].min()),
+        y_max=float(values[:, 1].max()),
+        decades=float(np.log10(values[:, 1].max() / values[:, 1].min())),
+    )
+    if len(values) >= 3 and np.ptp(logs[:, 0]) > 0 and np.ptp(logs[:, 1]) > 0:
+        out["r"] = float(np.corrcoef(logs[:, 0], logs[:, 1])[0, 1])
+    return out
+
+
+def format_design(table: pd.DataFrame) -> str:
+    """The design as text: one line per pipeline, then r of ln(epochs) and ln(accumulated)."""
+    lines = [
+        "design in units of forgetting (totals over each run; theory.units):",
+        f"  {'variant':<22} {'alphas':<8} {'epochs':>6} {'steps':>6} {'accumulated':>11} "
+        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9}",
+    ]
+    for _, row in table.iterrows():
+        lines.append(
+            f"  {str(row['variant'] or row['pipeline']):<22} {row['alphas']:<8} "
+            f"{row['epochs']:>6.0f} {row['steps']:>6.0f} {row['accumulated']:>11.3g} "
+            f"{row['explicit']:>9.3g} {row['sgd_noise']:>9.3g} {row['adam']:>9.3g}"
+        )
+    corr = design_correlation(table)
+    lines.append(
+        f"pipelines with two or more alphas: {corr['n']}; accumulated regularization from "
+        f"{corr['y_min']:.3g} to {corr['y_max']:.3g} ({corr['decades']:.1f} decades); Pearson r of "
+        f"ln(epochs) and ln(accumulated) = {corr['r']:.2f}"
+    )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "UNITS",
+    "UNIT_DEFINITIONS",
+    "config_units",
+    "design_correlation",
+    "design_table",
+    "evaluation_units",
+    "format_design",
+    "init_inv_norm_sq",
+    "init_norms",
+    "init_scale",
+    "phase_boundary",
+    "run_config",
+    "run_unit_increments",
+    "step_lrs",
+    "steps_to_unit",
+]
