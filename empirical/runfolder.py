@@ -40,6 +40,7 @@ import functools
 import json
 import os
 import socket
+import threading
 import time
 import warnings
 from collections.abc import Iterable, Iterator
@@ -552,8 +553,9 @@ def failure_message(run_dir: str | Path) -> str:
 
 
 # ====================================================================== the lock and the state
-#: Run folders whose lock this process holds, with how many blocks hold it (re-entrant run_lock).
-_HELD: dict[str, int] = {}
+#: (thread, run folder) pairs whose lock this process holds, with how many blocks hold it (run_lock
+#: is re-entrant within a thread; two threads of one process exclude each other as two processes do).
+_HELD: dict[tuple[int, str], int] = {}
 
 
 @contextlib.contextmanager
@@ -563,10 +565,11 @@ def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
     ``fcntl.flock`` is released by the kernel when the holder exits, however it dies. A short
     ``wait_s`` rides over a status probe that holds the lock for a moment. Whoever acquires the lock
     rewrites the file (host, pid, time): its modification time is when the run was last taken up.
-    Re-entrant: inside a block of this process that holds the lock, it yields True at once.
+    Re-entrant: inside a block of this thread that holds the lock, it yields True at once; another
+    thread of the process contends for it as another process would.
     """
     path = Path(run_dir) / LOCK_FILE
-    key = os.path.realpath(path)
+    key = (threading.get_ident(), os.path.realpath(path))
     if key in _HELD:
         _HELD[key] += 1
         try:

@@ -112,15 +112,14 @@ def train(
     ``INITMEM_OFFLINE=1``). ``callback(record)`` is called after each evaluation and its checkpoint,
     e.g. to stop a run from outside by raising.
 
-    The run folder is owned by this process while it trains (:func:`runfolder.hold_run`): another
-    process training it raises :class:`~initmem.empirical.runfolder.RunBusyError`. Interrupted between
+    The run folder is owned by this thread while it trains (the session's lock, :func:`runfolder.hold_run`):
+    another process or thread training it raises :class:`~initmem.empirical.runfolder.RunBusyError`. Interrupted between
     two epochs (KeyboardInterrupt: Ctrl-C, or SIGTERM / SIGUSR2 turned into one by ``initmem train``),
     the run first checkpoints what it has not yet saved; interrupted inside an epoch it keeps its last
     checkpoint. Either way the folder resumes.
     """
     config.validate()
-    with hold_run(config.out_dir):
-        session = RunSession.begin(config, resume=resume, data=data, download=download)
+    with RunSession.begin(config, resume=resume, data=data, download=download) as session:
         if session.result is not None:  # finished before: returned as it is
             return session.result
         if session.at_init:
@@ -154,10 +153,15 @@ class RunSession:
     :attr:`done`: :meth:`train_epoch` and :meth:`end_epoch`; :meth:`finish` last. :meth:`checkpoint`
     may be called between epochs at any time (it is what a resume starts from). A session of a run
     that had already finished holds only its :attr:`result` (no trainer).
+
+    Ownership: from :meth:`begin` until :meth:`finish` or :meth:`close` the session holds its folder's
+    lock (:func:`runfolder.hold_run`, re-entrant within a thread), so no other process or thread can
+    train the folder meanwhile; ``with RunSession.begin(...) as session:`` closes it on the way out.
     """
 
     def __init__(self, config: RunConfig, files: RunFiles, trainer: Trainer | None, started: float):
         self.config = config
+        self._owner = contextlib.ExitStack()  # the folder's lock, held from begin to finish/close
         self.files = files
         self.trainer = trainer
         self.best = _Best()
@@ -181,21 +185,37 @@ class RunSession:
         """Open the run folder ``config.out_dir`` (``resume``, ``data``, ``download``: see
         :func:`train`): a finished run's session holds its result; an unfinished one's trainer is
         restored from ``last.pt`` and its log cut back to that checkpoint; otherwise the folder starts
-        fresh (``config.json``)."""
+        fresh (``config.json``). The session holds the folder's lock from here
+        (:class:`~initmem.empirical.runfolder.RunBusyError`, naming the holder, if another process or
+        thread has it); a finished run's session releases it at once."""
         config.validate()
-        files = RunFiles(config.out_dir)
-        _check_run_folder(files, config, resume)
-        if read_result(files.dir, complete=True, discard_damaged=True) is not None:
-            session = cls(config, files, None, time.perf_counter())
-            session.result = load_result(config.out_dir)
-            return session
-        started = time.perf_counter()  # wall time counts data loading and model building too
-        session = cls(config, files, Trainer(config, data, download=download), started)
-        if files.path("last.pt").is_file():
-            session._restore(files.load_torch("last.pt"))
-        else:
-            files.start(config, session.trainer.data.describe())
+        owner = contextlib.ExitStack()
+        with owner:
+            owner.enter_context(hold_run(config.out_dir))
+            files = RunFiles(config.out_dir)
+            _check_run_folder(files, config, resume)
+            if read_result(files.dir, complete=True, discard_damaged=True) is not None:
+                session = cls(config, files, None, time.perf_counter())
+                session.result = load_result(config.out_dir)
+                return session  # nothing to train: the lock is released on leaving the block
+            started = time.perf_counter()  # wall time counts data loading and model building too
+            session = cls(config, files, Trainer(config, data, download=download), started)
+            if files.path("last.pt").is_file():
+                session._restore(files.load_torch("last.pt"))
+            else:
+                files.start(config, session.trainer.data.describe())
+            session._owner = owner.pop_all()  # the session holds the lock from now on
         return session
+
+    def close(self) -> None:
+        """Release the folder's lock (idempotent; :meth:`finish` calls it)."""
+        self._owner.close()
+
+    def __enter__(self) -> RunSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def _restore(self, state: dict[str, Any]) -> None:
         trainer = self.trainer
@@ -304,6 +324,7 @@ class RunSession:
         )
         files.write_result(self.result)
         files.path(RunFiles.RAW_PREDICTIONS).unlink(missing_ok=True)  # packed in predictions.npz
+        self.close()
         return self.result
 
     @contextlib.contextmanager
