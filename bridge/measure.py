@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from initmem.empirical import runfolder
+
 #: Name of the layer-averaged norm memory of every scaled scale-invariant layer of a pipeline.
 SCALE_INVARIANT_MEAN = "all scale-invariant"
 #: A layer counts as scaled by alpha when its init log-ratio is at least this fraction of log(a_hi/a_lo).
@@ -396,12 +398,9 @@ def disagreement_curves(runs: pd.DataFrame) -> pd.DataFrame:
     for (pipeline, seed), group in runs.groupby(["pipeline", "seed"]):
         preds = {}
         for alpha, run_dir in zip(group["alpha"], group["run_dir"], strict=True):
-            path = Path(run_dir) / "predictions.npz"
-            if path.is_file():
-                with np.load(path) as data:
-                    preds[alpha] = dict(
-                        zip(data["epochs"].tolist(), data["test_pred"], strict=True)
-                    )
+            if (Path(run_dir) / "predictions.npz").is_file():
+                data = runfolder.read_predictions(run_dir, keys=("epochs", "test_pred"))
+                preds[alpha] = dict(zip(data["epochs"].tolist(), data["test_pred"], strict=True))
         if len(preds) < 2:
             continue
         shared = set.intersection(*(set(p) for p in preds.values()))

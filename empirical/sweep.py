@@ -450,7 +450,42 @@ def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
             f"rewrite it with `initmem sweep run {Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} "
             "--update` (finished runs are kept)",
         ) from None
+    foreign = _foreign_manifest(Path(sweep_dir), runs)
+    if foreign is not None:
+        raise runfolder.DamagedFileError(
+            path,
+            foreign,
+            f"rewrite it with `initmem sweep run {Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} "
+            "--update` (finished runs are kept)",
+        )
     return runs
+
+
+#: The largest sweep whose manifest is checked against its sweep.toml's expansion on every read.
+MANIFEST_CHECK_LIMIT = 20_000
+
+
+def _foreign_manifest(sweep_dir: Path, runs: list[SweepRun]) -> str | None:
+    """Why the manifest is not one of the folder's ``sweep.toml`` (it lists runs that the file does
+    not expand to; a manifest may list fewer, e.g. a subset kept by hand), or None. Not checked
+    without a readable sweep.toml or above :data:`MANIFEST_CHECK_LIMIT` runs."""
+    toml = sweep_dir / "sweep.toml"
+    if not toml.is_file():
+        return None
+    try:
+        spec = SweepSpec.from_file(toml)
+        if spec.count() > MANIFEST_CHECK_LIMIT:
+            return None
+        expanded = {run.hash for run in spec.iter_runs(progress=False)}
+    except (ValueError, OSError):  # a sweep.toml that cannot be read: the manifest stands alone
+        return None
+    stray = [run.hash for run in runs if run.hash not in expanded]
+    if not stray:
+        return None
+    return (
+        f"lists {len(stray)} of its {len(runs)} runs that sweep.toml does not expand to (first "
+        f"{stray[0]}): another sweep's manifest?"
+    )
 
 
 @dataclass(frozen=True)

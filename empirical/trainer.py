@@ -192,7 +192,7 @@ class RunSession:
         owner = contextlib.ExitStack()
         with owner:
             owner.enter_context(hold_run(config.out_dir))
-            files = RunFiles(config.out_dir)
+            files = RunFiles(config.out_dir, config.hash)
             _check_run_folder(files, config, resume)
             if read_result(files.dir, complete=True, discard_damaged=True) is not None:
                 session = cls(config, files, None, time.perf_counter())
@@ -218,6 +218,13 @@ class RunSession:
         self.close()
 
     def _restore(self, state: dict[str, Any]) -> None:
+        cfg, last = self.config, self.files.path("last.pt")
+        if state.get("hash", cfg.hash) != cfg.hash:
+            raise DamagedFileError(
+                last,
+                f"holds the checkpoint of run {state['hash']}, not of {cfg.hash}",
+                f"remove it (rm {last}) and rerun: the run restarts from the beginning",
+            )
         trainer = self.trainer
         trainer.load_state_dict(state["trainer"])
         self.best = _Best(**state["best"])
@@ -225,7 +232,12 @@ class RunSession:
             self.best.model_state = _cpu_state(trainer.model)
         self._clock_offset = state["wall_time"]
         self.checkpointed_epoch = trainer.epoch
-        self.files.reopen(trainer.epoch, len(trainer.data.test))
+        evaluated = [
+            e for e in range(trainer.epoch + 1) if e % cfg.eval_every == 0 or e == cfg.total_epochs
+        ]
+        self.files.reopen(
+            trainer.epoch, len(trainer.data.test), evaluated, state.get("logged_wall_time")
+        )
         self.files.save_torch("best.pt", self.best.model_state)  # a kill may have left a later one
 
     # ------------------------------------------------------------------ where the run stands
@@ -286,6 +298,8 @@ class RunSession:
             "best": vars(best) | {"model_state": _stored_best_model(best, trainer.epoch)},
             "wall_time": self.wall_time(),
             "hash": cfg.hash,
+            # the clock reading of the last evaluation logged: a resume checks the log is this run's
+            "logged_wall_time": self.files.records[-1]["wall_time"] if self.files.records else None,
         }
         self.files.save_torch("last.pt", state)
         self.checkpointed_epoch = trainer.epoch
@@ -383,8 +397,8 @@ def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -
     recorded = files.recorded_hash()
     if recorded is not None and recorded != config.hash:
         raise RunFolderError(
-            f"{files.dir} holds a run of another config (hash {recorded}, this one {config.hash}); "
-            f"choose another out_dir"
+            f"{files.dir} holds a run of another config ({files.path('config.json')} records hash "
+            f"{recorded}, this one is {config.hash}); choose another out_dir"
         )
     if resume is False and files.holds_run() and not _finished(files):
         raise RunFolderError(
