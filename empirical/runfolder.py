@@ -336,6 +336,32 @@ class RunFiles:
             ) from None
         return recorded
 
+    #: Fields of the data description that may change between attempts (where the copy lives).
+    DATA_LOCATION_FIELDS = ("source",)
+
+    def data_change(self, description: dict[str, Any]) -> str | None:
+        """How the data ``description`` (``DataSplits.describe()``) differs from the one config.json
+        recorded (fields both hold, except where the copy lives), or None if it does not."""
+        try:
+            recorded = json.loads(self.path("config.json").read_text()).get("data") or {}
+        except (OSError, ValueError, AttributeError):
+            return None  # no record to compare (recorded_hash names a damaged file)
+        differ = [
+            f"{key}: recorded {recorded[key]!r}, now {description[key]!r}"
+            for key in description
+            if key in recorded
+            and key not in self.DATA_LOCATION_FIELDS
+            and recorded[key] != description[key]
+        ]
+        return "; ".join(differ) or None
+
+    def record_data(self, description: dict[str, Any]) -> None:
+        """Record a changed data set in config.json (its old description under ``data_before``)."""
+        payload = json.loads(self.path("config.json").read_text())
+        payload.setdefault("data_before", []).append(payload.get("data"))
+        payload["data"] = description
+        write_atomic(self.path("config.json"), json.dumps(payload, indent=2) + "\n")
+
     # ------------------------------------------------------------------ starting
     def start(self, config: RunConfig, data_description: dict[str, Any]) -> None:
         """Create the folder, write ``config.json``, drop any log or predictions of an older attempt."""

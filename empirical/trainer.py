@@ -84,6 +84,10 @@ class RunFolderError(ValueError):
     """The run folder holds another run (or a different config) and we were not told to replace it."""
 
 
+class DataChangedError(RunFolderError):
+    """A resume found another data set than the one the run started on (config.json's record)."""
+
+
 @dataclass(frozen=True)
 class Divergence:
     """Where and why a run stopped: ``step`` counts the optimizer steps done before the evidence."""
@@ -100,6 +104,7 @@ def train(
     data: DataSplits | None = None,
     download: bool | None = None,
     callback: Callable[[dict[str, Any]], None] | None = None,
+    allow_other_data: bool = False,
 ) -> RunResult:
     """Train one run and write its folder ``config.out_dir`` (docs/run-format.md); return its result.
 
@@ -110,7 +115,10 @@ def train(
     hash) is always refused. ``data``: splits already loaded for this config (saves reloading in a
     sweep). ``download``: let torchvision fetch a missing data set (None: unless
     ``INITMEM_OFFLINE=1``). ``callback(record)`` is called after each evaluation and its checkpoint,
-    e.g. to stop a run from outside by raising.
+    e.g. to stop a run from outside by raising. A resume compares the data set with the one the run
+    started on (config.json's ``data``: sizes, mean/std, digests of the split indices and labels; not
+    where the copy lives) and raises :class:`DataChangedError` if it differs, unless
+    ``allow_other_data``.
 
     The run folder is owned by this thread while it trains (the session's lock, :func:`runfolder.hold_run`):
     another process or thread training it raises :class:`~initmem.empirical.runfolder.RunBusyError`. Interrupted between
@@ -119,7 +127,9 @@ def train(
     checkpoint. Either way the folder resumes.
     """
     config.validate()
-    with RunSession.begin(config, resume=resume, data=data, download=download) as session:
+    with RunSession.begin(
+        config, resume=resume, data=data, download=download, allow_other_data=allow_other_data
+    ) as session:
         if session.result is not None:  # finished before: returned as it is
             return session.result
         if session.at_init:
@@ -181,8 +191,10 @@ class RunSession:
         resume: bool | None = None,
         data: DataSplits | None = None,
         download: bool | None = None,
+        allow_other_data: bool = False,
     ) -> RunSession:
-        """Open the run folder ``config.out_dir`` (``resume``, ``data``, ``download``: see
+        """Open the run folder ``config.out_dir`` (``resume``, ``data``, ``download``,
+        ``allow_other_data``: see
         :func:`train`): a finished run's session holds its result; an unfinished one's trainer is
         restored from ``last.pt`` and its log cut back to that checkpoint; otherwise the folder starts
         fresh (``config.json``). The session holds the folder's lock from here
@@ -201,6 +213,7 @@ class RunSession:
             started = time.perf_counter()  # wall time counts data loading and model building too
             session = cls(config, files, Trainer(config, data, download=download), started)
             if files.path("last.pt").is_file():
+                _check_same_data(files, session.trainer.data.describe(), allow_other_data)
                 session._restore(files.load_torch("last.pt"))
             else:
                 files.start(config, session.trainer.data.describe())
@@ -405,6 +418,22 @@ def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -
             f"{files.dir} already holds an unfinished run; resume it (--resume) or choose another "
             "out_dir"
         )
+
+
+def _check_same_data(files: RunFiles, description: dict[str, Any], allow: bool) -> None:
+    """Refuse to resume on another data set than the run started on, unless ``allow`` (then the new
+    one is recorded in config.json, the old under ``data_before``)."""
+    change = files.data_change(description)
+    if change is None:
+        return
+    if not allow:
+        raise DataChangedError(
+            f"{files.dir} was trained on another data set than the one found now "
+            f"({description.get('source')}): {change}; resume with the data copy it started on "
+            "(data_dir), or pass allow_other_data=True (initmem train --allow-other-data) to go on "
+            "with this one"
+        )
+    files.record_data(description)
 
 
 def _finished(files: RunFiles) -> bool:
@@ -877,6 +906,7 @@ class IntervalStats:
 
 __all__ = [
     "DIVERGENCE_CHECK_EVERY",
+    "DataChangedError",
     "Divergence",
     "EpochPlan",
     "IntervalStats",
