@@ -289,3 +289,15 @@ def test_a_damaged_or_foreign_manifest_is_one_error_line(
         assert status == 2 and len(err) == 1, err
         assert err[0].startswith(f"error: {path} is damaged (")
         assert "--update" in err[0]
+
+
+def test_non_finite_values_in_a_log_are_noted_once_and_used(sweep, baseline):
+    run = read_manifest(sweep)[0]
+    log = run.run_dir(sweep) / "log.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace('"test_loss": ', '"test_loss": Infinity, "was": ', 1)
+    log.write_text("".join(lines))
+    runs, warned, categories = analyse(sweep)
+    assert categories == ["LoggedValueWarning"]
+    assert warned[0] == f"{log} logs non-finite values: test_loss=inf at epoch 1 (used as logged)"
+    assert numbers(runs) == baseline  # noted, not damage: the run's numbers are kept
