@@ -250,7 +250,8 @@ def function_memory(runs: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) ->
 # ----------------------------------------------------------------------------------- norm memory
 def norm_memory_end(norm_curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Per pipeline: the norm memory of the scaled BN-followed convs at the last evaluation, mean
-    over seeds with a 95% t-interval (``memory_end``, ``lo``, ``hi``, ``n_seeds``)."""
+    over seeds with a 95% t-interval (``memory_end``, ``lo``, ``hi``, ``n_seeds``); pipelines whose
+    runs logged no evaluation after a step are left out (their memory is the init's, by definition)."""
     if norm_curves.empty:
         return pd.DataFrame(columns=["pipeline", "label", "memory_end", "lo", "hi", "n_seeds"])
     mean = norm_curves[norm_curves["layer"] == SCALE_INVARIANT_MEAN]
@@ -259,6 +260,8 @@ def norm_memory_end(norm_curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFra
     order = list(dict.fromkeys(runs["pipeline"]))  # sweep order
     for pipeline in [p for p in order if p in set(mean["pipeline"])]:
         group = mean[mean["pipeline"] == pipeline]
+        if group["step"].max() == 0:  # no step trained (all diverged at once): no end to tell of
+            continue
         last = group[group["step"] == group["step"].max()]
         value, lo, hi = stats.mean_interval(last["memory"])
         rows.append(

@@ -523,12 +523,13 @@ class SweepStatus:
         )
 
 
-def sweep_status(sweep_dir: str | Path) -> SweepStatus:
-    """Count the run states of a sweep folder (reads result.json files and probes the locks)."""
+def sweep_status(sweep_dir: str | Path, runs: list[SweepRun] | None = None) -> SweepStatus:
+    """Count the run states of a sweep folder (reads result.json files and probes the locks): of the
+    manifest's runs, or of ``runs`` (a driver's own, whatever another driver wrote there since)."""
     counts = dict.fromkeys(runfolder.RUN_STATES, 0)
     resumable = 0
     failures, damages = [], []
-    for run in read_manifest(sweep_dir):
+    for run in read_manifest(sweep_dir) if runs is None else runs:
         run_dir = run.run_dir(sweep_dir)
         state = runfolder.run_state(run_dir)
         counts[state if state in counts else "completed"] += 1
@@ -679,7 +680,19 @@ def run_sweep(
             bar.set_postfix(postfix)
     finally:
         bar.close()
-    return sweep_status(sweep_dir)
+    try:
+        listed = {run.hash for run in read_manifest(sweep_dir)}
+    except (runfolder.DamagedFileError, SweepError):
+        listed = set()
+    if stray := [r for r in runs if r.hash not in listed]:
+        warnings.warn(
+            f"{Path(sweep_dir) / 'manifest.json'} was replaced while this sweep ran (another "
+            f"driver's --update?): {len(stray)} of its {len(runs)} runs are not listed there, so "
+            f"report and status leave them out; list them again with `initmem sweep run "
+            f"{Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} --update` with this sweep's file",
+            stacklevel=2,
+        )
+    return sweep_status(sweep_dir, runs)
 
 
 def _outcome_line(
