@@ -468,8 +468,11 @@ def _group_alphas(groups: pd.DataFrame) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table; cells escaped (``|`` in a name) by the report's ``markdown_cell``."""
+    from initmem.empirical.report import markdown_cell  # the report's stack (matplotlib) on demand
+
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["| " + " | ".join(markdown_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 
 

@@ -169,16 +169,18 @@ def _alpha(value: Any) -> str:
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(_cell(c) for c in frame.columns) + " |"
+    header = "| " + " | ".join(markdown_cell(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = [
-        "| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)
+        "| " + " | ".join(markdown_cell(v) for v in row) + " |"
+        for row in frame.itertuples(index=False)
     ]
     return "\n".join([header, rule, *body])
 
 
-def _cell(value: Any) -> str:
-    """A table cell: ``|`` escaped (a variant name may hold one), on one line."""
+def markdown_cell(value: Any) -> str:
+    """A Markdown table cell: ``|`` escaped (a variant name may hold one), on one line (the report's
+    and the study document's tables)."""
     return " ".join(str(value).split()).replace("|", "\\|")
 
 
@@ -465,6 +467,7 @@ def plot_effective_lr_layers(
 
 
 __all__ = [
+    "markdown_cell",
     "plot_accuracy_vs_alpha",
     "plot_effective_lr",
     "plot_effective_lr_layers",

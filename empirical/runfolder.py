@@ -810,6 +810,16 @@ def _note_non_finite(path: Path, records: list[dict[str, Any]]) -> None:
         )
 
 
+def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
+    """The data set a run was trained on, as config.json records it (``DataSplits.describe()``), or
+    None if there is no readable record."""
+    try:
+        recorded = json.loads((Path(run_dir) / "config.json").read_text())["data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
 def has_checkpoint(run_dir: str | Path) -> bool:
     """Whether the run has a ``last.pt`` to resume from."""
     return (Path(run_dir) / "last.pt").is_file()
@@ -997,6 +1007,7 @@ __all__ = [
     "lock_is_held",
     "lock_taken_at",
     "read_layers",
+    "read_data_record",
     "read_log",
     "read_metrics",
     "read_predictions",
