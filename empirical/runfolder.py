@@ -46,6 +46,7 @@ import functools
 import itertools
 import json
 import os
+import shlex
 import socket
 import threading
 import time
@@ -331,7 +332,7 @@ class RunFiles:
             raise DamagedFileError(
                 path,
                 " ".join(str(err).split()) or type(err).__name__,
-                f"remove the run folder's files (rm -r {self.dir}) to start the run over, or choose "
+                f"remove the run folder's files (rm -r {shlex.quote(str(self.dir))}) to start the run over, or choose "
                 "another out_dir",
             ) from None
         return recorded
@@ -392,9 +393,7 @@ class RunFiles:
         anything is rewritten; so does a log whose last kept evaluation was not logged at
         ``logged_wall_time`` (the checkpoint's record of it: the log of another run)."""
         records = [r for r in read_log(self.dir) if r["epoch"] <= last_epoch]
-        restart = (
-            f"remove the checkpoint (rm {self.path('last.pt')}) to train the run from the start"
-        )
+        restart = f"remove the checkpoint (rm {shlex.quote(str(self.path('last.pt')))}) to train the run from the start"
         if evaluated is not None and [r["epoch"] for r in records] != list(evaluated):
             found = [r["epoch"] for r in records]
             raise DamagedFileError(
@@ -498,10 +497,10 @@ class RunFiles:
         except (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, KeyError) as err:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             fix = (
-                f"remove it (rm {path}) and rerun: the run restarts from the beginning, as it keeps "
+                f"remove it (rm {shlex.quote(str(path))}) and rerun: the run restarts from the beginning, as it keeps "
                 "no older checkpoint"
                 if name == "last.pt"
-                else f"remove it (rm {path}) and rerun"
+                else f"remove it (rm {shlex.quote(str(path))}) and rerun"
             )
             raise DamagedFileError(path, first, fix) from None
 
@@ -552,7 +551,9 @@ DAMAGED_RUN_FIX = (
 
 
 def _damaged(path: Path, problem: str) -> DamagedFileError:
-    return DamagedFileError(path, problem, DAMAGED_RUN_FIX.format(run_dir=path.parent))
+    return DamagedFileError(
+        path, problem, DAMAGED_RUN_FIX.format(run_dir=shlex.quote(str(path.parent)))
+    )
 
 
 def read_log(run_dir: str | Path, *, strict: bool = False) -> list[dict[str, Any]]:
@@ -725,7 +726,7 @@ def run_damage(run_dir: str | Path, run_hash: str | None = None) -> str:
             raise DamagedFileError(
                 run_dir / "config.json",
                 f"holds the config of run {recorded}, not of {run_hash}",
-                DAMAGED_RUN_FIX.format(run_dir=run_dir),
+                DAMAGED_RUN_FIX.format(run_dir=shlex.quote(str(run_dir))),
             )
         result = read_result(run_dir)
         if result is None:

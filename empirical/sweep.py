@@ -51,6 +51,7 @@ import importlib.resources
 import itertools
 import json
 import math
+import shlex
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -444,21 +445,21 @@ def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
         problem = " ".join(str(err).split()) or type(err).__name__
         if isinstance(err, KeyError):
             problem = f"an entry has no {err}"
-        raise runfolder.DamagedFileError(
-            path,
-            problem,
-            f"rewrite it with `initmem sweep run {Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} "
-            "--update` (finished runs are kept)",
-        ) from None
+        raise runfolder.DamagedFileError(path, problem, _manifest_fix(sweep_dir)) from None
     foreign = _foreign_manifest(Path(sweep_dir), runs)
     if foreign is not None:
-        raise runfolder.DamagedFileError(
-            path,
-            foreign,
-            f"rewrite it with `initmem sweep run {Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} "
-            "--update` (finished runs are kept)",
-        )
+        raise runfolder.DamagedFileError(path, foreign, _manifest_fix(sweep_dir))
     return runs
+
+
+def _update_command(sweep_dir: str | Path) -> str:
+    """The command that rewrites a sweep folder's manifest from its sweep.toml (shell-quoted)."""
+    toml = str(Path(sweep_dir) / "sweep.toml")
+    return shlex.join(["initmem", "sweep", "run", toml, "--out", str(sweep_dir), "--update"])
+
+
+def _manifest_fix(sweep_dir: str | Path) -> str:
+    return f"rewrite it with `{_update_command(sweep_dir)}` (finished runs are kept)"
 
 
 #: The largest sweep whose manifest is checked against its sweep.toml's expansion on every read.
@@ -688,8 +689,8 @@ def run_sweep(
         warnings.warn(
             f"{Path(sweep_dir) / 'manifest.json'} was replaced while this sweep ran (another "
             f"driver's --update?): {len(stray)} of its {len(runs)} runs are not listed there, so "
-            f"report and status leave them out; list them again with `initmem sweep run "
-            f"{Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} --update` with this sweep's file",
+            "report and status leave them out; list them again by running this sweep's file with "
+            f"--update (`initmem sweep run FILE --out {shlex.quote(str(sweep_dir))} --update`)",
             stacklevel=2,
         )
     return sweep_status(sweep_dir, runs)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -236,7 +237,7 @@ class RunSession:
             raise DamagedFileError(
                 last,
                 f"holds the checkpoint of run {state['hash']}, not of {cfg.hash}",
-                f"remove it (rm {last}) and rerun: the run restarts from the beginning",
+                f"remove it (rm {shlex.quote(str(last))}) and rerun: the run restarts from the beginning",
             )
         trainer = self.trainer
         trainer.load_state_dict(state["trainer"])

@@ -301,3 +301,12 @@ def test_non_finite_values_in_a_log_are_noted_once_and_used(sweep, baseline):
     assert categories == ["LoggedValueWarning"]
     assert warned[0] == f"{log} logs non-finite values: test_loss=inf at epoch 1 (used as logged)"
     assert numbers(runs) == baseline  # noted, not damage: the run's numbers are kept
+
+
+def test_the_fix_in_a_message_is_a_command_that_works_on_any_path(tmp_path):
+    run_dir = tmp_path / "a run; with spaces"
+    run_dir.mkdir()
+    (run_dir / "predictions.npz").write_text("not a zip")
+    with pytest.raises(runfolder.DamagedFileError) as caught:
+        runfolder.read_predictions(run_dir)
+    assert f"rm -r '{run_dir}'" in str(caught.value)
