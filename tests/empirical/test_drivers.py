@@ -82,3 +82,20 @@ def test_a_report_on_runs_that_all_diverged_before_a_step_claims_no_end_state(tm
     assert (
         "- no run logged an evaluation after a step (all stopped at init): nothing to tell." in text
     )
+
+
+def test_an_interrupted_sweep_is_told_to_finish_not_to_add_an_alpha(tmp_path, capsys):
+    """One run of eight done: the grid has the second alpha, so the bridge says to finish the sweep."""
+    from initmem.cli import main
+
+    out = tmp_path / "out"
+    runs = prepare_sweep(SweepSpec.from_toml(EIGHT), out)
+    first = runs[0].task(out)
+    Path(first["run_dir"]).mkdir(parents=True)
+    fake_train(RunConfig.from_dict(first["config"]))
+    assert main(["bridge", str(out), "--n-boot", "0", "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: only 1 of the sweep's 8 runs have finished (7 pending): the grid has the alphas to "
+        "compare; finish the sweep (`initmem sweep run`) first\n"
+    )
