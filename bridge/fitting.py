@@ -314,8 +314,9 @@ def fit(
     sweep lacks is skipped and recorded in ``notes``.
     """
     notes: list[str] = []
+    planned = runs
     runs = measure.prepare_runs(runs)
-    measure.require_alphas(runs)
+    measure.require_alphas(runs, planned=planned)
     epochs, layers = measure.load_logs(runs)
     steps_per_epoch = measure.steps_per_epoch(epochs.merge(runs[["hash", "pipeline"]], on="hash"))
 

@@ -21,7 +21,7 @@ import pandas as pd
 from initmem.bridge.deprecated import DEPRECATED
 from initmem.bridge.fits import bootstrap_decay
 from initmem.deprecation import moved
-from initmem.empirical import tables
+from initmem.empirical import runfolder, tables
 from initmem.empirical.curves import (
     MemoryDataError,
     accuracy_curves,
@@ -69,10 +69,27 @@ def prepare_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.reset_index(drop=True)
 
 
-def require_alphas(runs: pd.DataFrame, needed: int = 2) -> None:
-    """Raise :class:`BridgeDataError` unless some pipeline has finished runs at ``needed`` or more alphas."""
+def require_alphas(
+    runs: pd.DataFrame, needed: int = 2, planned: pd.DataFrame | None = None
+) -> None:
+    """Raise :class:`BridgeDataError` unless some pipeline has finished runs at ``needed`` or more alphas.
+
+    ``planned``: every run of the sweep (``load_sweep``'s table, finished or not); where its grid has
+    the alphas and only unfinished runs lack them, the message says to finish the sweep instead."""
     per_pipeline = runs.groupby("pipeline")["alpha"].nunique()
     if per_pipeline.empty or per_pipeline.max() < needed:
+        if planned is not None and "pipeline" in planned and "status" in planned:
+            if planned.groupby("pipeline")["alpha"].nunique().max() >= needed:
+                waiting = (
+                    planned["status"]
+                    .value_counts()
+                    .drop(list(runfolder.FINISHED_STATES), errors="ignore")
+                )
+                states = ", ".join(f"{n} {state}" for state, n in waiting.items())
+                raise BridgeDataError(
+                    f"only {len(runs)} of the sweep's {len(planned)} runs have finished ({states}): "
+                    "the grid has the alphas to compare; finish the sweep (`initmem sweep run`) first"
+                )
         alphas = ", ".join(_short(a) for a in sorted(runs["alpha"].unique()))
         raise BridgeDataError(
             f"the sweep has only one alpha per pipeline ({alphas}): forgetting is measured between "

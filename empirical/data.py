@@ -126,6 +126,9 @@ class DataSplits:
             "train_indices_sha256": _indices_digest(self.train.indices),
             "val_indices_sha256": _indices_digest(self.val.indices),
             "test_indices_sha256": _indices_digest(self.test.indices),
+            "train_labels_sha256": _indices_digest(self.train.labels.cpu()),
+            "val_labels_sha256": _indices_digest(self.val.labels.cpu()),
+            "test_labels_sha256": _indices_digest(self.test.labels.cpu()),
         }
 
 

@@ -350,6 +350,8 @@ def norm_memory_end(norm_curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFra
     order = list(dict.fromkeys(runs["pipeline"]))  # sweep order
     for pipeline in [p for p in order if p in set(mean["pipeline"])]:
         group = mean[mean["pipeline"] == pipeline]
+        if group["step"].max() == 0:  # no step trained (all diverged at once): no end to tell of
+            continue
         last = group[group["step"] == group["step"].max()]
         value, lo, hi = mean_interval(last["memory"])
         rows.append(

@@ -42,7 +42,7 @@ from torch.func import functional_call, vmap
 
 from .config import RunConfig
 from .data import DataSplits, shared_splits
-from .runfolder import RunResult, read_start_step
+from .runfolder import RunResult, hold_run, read_start_step
 from .trainer import Divergence, RunSession, Trainer, resolve_device, train
 
 #: Config fields in which packed runs may differ (everything else must be equal).
@@ -364,6 +364,10 @@ def train_packed(
     loaded for these configs; ``download`` as in :func:`train`. ``mode="auto"`` packs grouped where the
     model can be widened and with vmap otherwise (:func:`pack_mode`). If any run fails, raises the first
     run's exception after every other run of its group has finished.
+
+    Every run folder is owned by this thread from the start (:func:`runfolder.hold_run`, the lock
+    :func:`train` takes): if another process or thread holds any of them, nothing is read or trained
+    and :class:`~initmem.empirical.runfolder.RunBusyError` names that folder and its holder.
     """
     configs = list(configs)
     check_packable(configs)
@@ -371,20 +375,27 @@ def train_packed(
         raise ValueError(f"mode must be one of {[*PACK_MODES, AUTO]} (got {mode!r})")
     for config in configs:
         config.validate()
-    if data is None:
-        data = shared_splits(configs[0], resolve_device(configs[0].device), download=download)
-    groups: dict[int | None, list[int]] = {}
-    for i, config in enumerate(configs):
-        groups.setdefault(_start_step(config), []).append(i)
-    results: dict[int, RunResult] = {}
-    for start, indices in groups.items():
-        if start is None or len(indices) == 1:
-            for i in indices:
-                results[i] = train(configs[i], resume=resume, data=data, download=download)
-            continue
-        sessions = [RunSession.begin(configs[i], resume=resume, data=data) for i in indices]
-        train_sessions(sessions, mode)
-        results.update(zip(indices, (s.result for s in sessions), strict=True))
+    with contextlib.ExitStack() as owned:
+        for config in configs:
+            owned.enter_context(hold_run(config.out_dir))
+        if data is None:
+            data = shared_splits(configs[0], resolve_device(configs[0].device), download=download)
+        groups: dict[int | None, list[int]] = {}
+        for i, config in enumerate(configs):
+            groups.setdefault(_start_step(config), []).append(i)
+        results: dict[int, RunResult] = {}
+        for start, indices in groups.items():
+            if start is None or len(indices) == 1:
+                for i in indices:
+                    results[i] = train(configs[i], resume=resume, data=data, download=download)
+                continue
+            sessions = []
+            with contextlib.ExitStack() as opened:
+                for i in indices:
+                    sessions.append(RunSession.begin(configs[i], resume=resume, data=data))
+                    opened.callback(sessions[-1].close)
+                train_sessions(sessions, mode)
+            results.update(zip(indices, (s.result for s in sessions), strict=True))
     return [results[i] for i in range(len(configs))]
 
 

@@ -144,6 +144,8 @@ def _convergence_lines(runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
         curves = norm_memory_curves(runs, layers)
     except MemoryDataError as err:
         return [f"cannot tell: {err}."]
+    if not curves.empty and curves["step"].max() == 0:
+        return ["no run logged an evaluation after a step (all stopped at init): nothing to tell."]
     return norm_sentences(norm_memory_end(curves, runs)) or ["no scaled BN-followed conv."]
 
 

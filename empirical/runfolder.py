@@ -16,10 +16,16 @@ crashed machine cannot leave them empty); the checkpoints and tables, rewritten 
 are not (an fsync costs about 2 ms per MB here). ``log.jsonl`` is appended one line per evaluation; on
 resume it is cut back to the checkpoint's epoch.
 
-Reading is tolerant of a run that is being written or was killed: a log line cut short is skipped, a
-table being replaced reads as absent. A result is trusted only when it is complete: ``result.json``
-must pass :func:`result_problem` (a JSON object, a known status, a test accuracy, every RunResult
-field it holds of the right type). The state of a run (:func:`run_state`, docs/run-format.md has the
+Reading: every reader checks what it reads (integrity, shape, and that the file belongs to this run)
+and on failure raises :class:`DamagedFileError` naming the file, what is wrong and the fix; nothing is
+unpickled (``allow_pickle=False``), nothing falls back in silence. The one allowance is for a run that
+was killed: a log line cut short is skipped (``read_log``; not for a finished run). Files replaced
+atomically are never seen half-written, so an unreadable table is damage, not a rewrite. The tables
+and predictions carry their run's hash (:data:`TABLE_HASH_KEY`, ``run_hash``). :func:`run_damage` is
+the check of a finished run that the analyses apply before using its numbers (``load_sweep`` skips a
+damaged run with one warning). A result is trusted only when it is complete: ``result.json`` must pass
+:func:`result_problem` (a JSON object, a known status, a test accuracy, every RunResult field it holds
+of the right type) and hold config.json's hash. The state of a run (:func:`run_state`, docs/run-format.md has the
 table of what each command does in each): finished (``completed`` or ``diverged``: a trusted
 ``result.json``), ``running`` while a process holds its lock, ``damaged`` (a ``result.json`` that
 cannot be trusted), ``failed`` when ``error.txt`` exists, ``pending`` otherwise.
@@ -27,8 +33,8 @@ cannot be trusted), ``failed`` when ``error.txt`` exists, ``pending`` otherwise.
 Ownership. One process at a time trains a run folder: it holds the folder's lock (:func:`run_lock`,
 ``fcntl.flock`` on ``.lock``, released by the kernel however the holder dies). A sweep worker takes it
 for each run; :func:`hold_run` takes it for a single run and raises :class:`RunBusyError` (naming the
-holder) when another process has it. The lock is re-entrant within a process: a trainer called by a
-worker that holds the lock holds it too.
+holder) when another process (or thread) has it. The lock is re-entrant within a thread: a trainer
+called by a worker that holds the lock holds it too.
 """
 
 from __future__ import annotations
@@ -37,11 +43,15 @@ import contextlib
 import dataclasses
 import fcntl
 import functools
+import itertools
 import json
 import os
+import shlex
 import socket
+import threading
 import time
 import warnings
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,7 +246,7 @@ def read_result(
         return None
     try:
         values = json.loads(text)
-        problem = result_problem(values, complete=complete)
+        problem = result_problem(values, complete=complete) or _foreign_result(run_dir, values)
     except ValueError as err:  # not JSON (cut short, overwritten), or not UTF-8
         problem = f"not JSON: {' '.join(str(err).split())}"
     if problem is None:
@@ -250,6 +260,18 @@ def read_result(
     )
     path.unlink(missing_ok=True)
     return None
+
+
+def _foreign_result(run_dir: str | Path, values: dict[str, Any]) -> str | None:
+    """Why a result belongs to another run (its hash is not config.json's), or None."""
+    try:
+        recorded = RunFiles(run_dir).recorded_hash()
+    except DamagedFileError:  # said by whoever reads config.json
+        return None
+    found = values.get("hash")
+    if recorded is None or not isinstance(found, str) or found == recorded:
+        return None
+    return f"holds the result of run {found}, not of this folder's run {recorded}"
 
 
 def load_result(run_dir: str | Path) -> RunResult:
@@ -278,8 +300,11 @@ class RunFiles:
 
     RAW_PREDICTIONS = RAW_PREDICTIONS
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, run_hash: str | None = None):
+        """``run_hash``: the run's config hash, written into the tables and predictions it writes (so
+        a reader can tell that they belong to this run; :func:`run_damage`)."""
         self.dir = Path(run_dir)
+        self.run_hash = run_hash
         self.records: list[dict[str, Any]] = []
         self._metric_columns: dict[str, list] = {}
         self._layer_columns: dict[str, list] = {}
@@ -308,9 +333,36 @@ class RunFiles:
             raise DamagedFileError(
                 path,
                 " ".join(str(err).split()) or type(err).__name__,
-                "remove the run folder's files to start the run over, or choose another out_dir",
+                f"remove the run folder's files (rm -r {shlex.quote(str(self.dir))}) to start the run over, or choose "
+                "another out_dir",
             ) from None
         return recorded
+
+    #: Fields of the data description that may change between attempts (where the copy lives).
+    DATA_LOCATION_FIELDS = ("source",)
+
+    def data_change(self, description: dict[str, Any]) -> str | None:
+        """How the data ``description`` (``DataSplits.describe()``) differs from the one config.json
+        recorded (fields both hold, except where the copy lives), or None if it does not."""
+        try:
+            recorded = json.loads(self.path("config.json").read_text()).get("data") or {}
+        except (OSError, ValueError, AttributeError):
+            return None  # no record to compare (recorded_hash names a damaged file)
+        differ = [
+            f"{key}: recorded {recorded[key]!r}, now {description[key]!r}"
+            for key in description
+            if key in recorded
+            and key not in self.DATA_LOCATION_FIELDS
+            and recorded[key] != description[key]
+        ]
+        return "; ".join(differ) or None
+
+    def record_data(self, description: dict[str, Any]) -> None:
+        """Record a changed data set in config.json (its old description under ``data_before``)."""
+        payload = json.loads(self.path("config.json").read_text())
+        payload.setdefault("data_before", []).append(payload.get("data"))
+        payload["data"] = description
+        write_atomic(self.path("config.json"), json.dumps(payload, indent=2) + "\n")
 
     # ------------------------------------------------------------------ starting
     def start(
@@ -333,16 +385,55 @@ class RunFiles:
         write_atomic(self.path("config.json"), json.dumps(payload, indent=2) + "\n")
         self._set_records([])
 
-    def reopen(self, last_epoch: int, n_test: int) -> list[dict[str, Any]]:
+    def reopen(
+        self,
+        last_epoch: int,
+        n_test: int,
+        evaluated: list[int] | None = None,
+        logged_wall_time: float | None = None,
+    ) -> list[dict[str, Any]]:
         """Resume: keep the log records (and prediction rows) up to ``last_epoch``; those after it
-        belong to work lost in a kill. Returns the kept records."""
-        self._set_records([r for r in read_log(self.dir) if r["epoch"] <= last_epoch])
-        write_atomic(self.path("log.jsonl"), "".join(_json_line(r) for r in self.records))
+        belong to work lost in a kill. Returns the kept records.
+
+        ``evaluated``: the epochs the checkpoint's run evaluated up to ``last_epoch``; a log that does
+        not hold exactly those (cut short, overwritten, another run's), or raw predictions with
+        fewer rows, raise :class:`DamagedFileError` (the resumed run would lose them) before
+        anything is rewritten; so does a log whose last kept evaluation was not logged at
+        ``logged_wall_time`` (the checkpoint's record of it: the log of another run)."""
+        records = [r for r in read_log(self.dir) if r["epoch"] <= last_epoch]
+        restart = f"remove the checkpoint (rm {shlex.quote(str(self.path('last.pt')))}) to train the run from the start"
+        if evaluated is not None and [r["epoch"] for r in records] != list(evaluated):
+            found = [r["epoch"] for r in records]
+            raise DamagedFileError(
+                self.path("log.jsonl"),
+                f"holds the evaluations of epochs {found}; the checkpoint at epoch {last_epoch} "
+                f"needs {list(evaluated)}",
+                restart,
+            )
+        if (
+            logged_wall_time is not None
+            and records
+            and records[-1].get("wall_time") != logged_wall_time
+        ):
+            raise DamagedFileError(
+                self.path("log.jsonl"),
+                f"its evaluation of epoch {last_epoch} is not the one the checkpoint logged "
+                "(another run's log?)",
+                restart,
+            )
         raw = self.path(RAW_PREDICTIONS)
+        keep = len(records) * n_test * 2
+        if raw.is_file() and raw.stat().st_size < keep:
+            raise DamagedFileError(
+                raw,
+                f"holds {raw.stat().st_size // (2 * n_test)} prediction rows; the log {len(records)}",
+                restart,
+            )
+        self._set_records(records)
+        write_atomic(self.path("log.jsonl"), "".join(_json_line(r) for r in self.records))
         if raw.is_file():
-            keep = len(self.records) * n_test * 2
             with raw.open("r+b") as fh:
-                fh.truncate(min(keep, raw.stat().st_size))
+                fh.truncate(keep)
         return self.records
 
     # ------------------------------------------------------------------ during the run
@@ -357,8 +448,8 @@ class RunFiles:
 
     def write_tables(self) -> None:
         """Rewrite ``metrics.parquet`` and ``layers.parquet`` from the records so far."""
-        _write_parquet(self._metric_columns, self.path("metrics.parquet"))
-        _write_parquet(self._layer_columns, self.path("layers.parquet"))
+        _write_parquet(self._metric_columns, self.path("metrics.parquet"), self.run_hash)
+        _write_parquet(self._layer_columns, self.path("layers.parquet"), self.run_hash)
 
     def _set_records(self, records: list[dict[str, Any]]) -> None:
         self.records, self._metric_columns, self._layer_columns = [], {}, {}
@@ -383,9 +474,11 @@ class RunFiles:
         rows = np.fromfile(raw, dtype="<i2") if raw.is_file() else np.zeros(0, dtype="<i2")
         test_pred = rows.reshape(-1, n_test)
         epochs = [r["epoch"] for r in self.records][: len(test_pred)]
+        owner = {} if self.run_hash is None else {"run_hash": np.asarray(self.run_hash)}
         with atomic_file(self.path("predictions.npz")) as fh:
             np.savez(
                 fh,
+                **owner,
                 epochs=np.asarray(epochs, dtype=np.int64),
                 test_pred=test_pred.astype(np.int16),
                 test_labels=np.asarray(test_labels).astype(np.int16),
@@ -413,10 +506,10 @@ class RunFiles:
         except (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, KeyError) as err:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             fix = (
-                f"remove it (rm {path}) and rerun: the run restarts from the beginning, as it keeps "
+                f"remove it (rm {shlex.quote(str(path))}) and rerun: the run restarts from the beginning, as it keeps "
                 "no older checkpoint"
                 if name == "last.pt"
-                else f"remove it (rm {path}) and rerun"
+                else f"remove it (rm {shlex.quote(str(path))}) and rerun"
             )
             raise DamagedFileError(path, first, fix) from None
 
@@ -429,14 +522,22 @@ def _json_line(record: dict[str, Any]) -> str:
     return json.dumps(record) + "\n"
 
 
-def _write_parquet(columns: dict[str, list], path: Path) -> None:
+#: The key of a table's schema metadata that holds the hash of the run that wrote it.
+TABLE_HASH_KEY = b"initmem.run_hash"
+
+
+def _write_parquet(columns: dict[str, list], path: Path, run_hash: str | None = None) -> None:
     """Write named columns as a parquet table with pyarrow (no pandas round trip: faster per checkpoint);
-    ``pandas.read_parquet`` reads it back as a frame with a RangeIndex."""
+    ``pandas.read_parquet`` reads it back as a frame with a RangeIndex. ``run_hash`` goes into the
+    schema metadata (:data:`TABLE_HASH_KEY`)."""
     import pyarrow as pa  # heavy (about 0.2 s); only writers of tables need it
     import pyarrow.parquet as pq
 
+    table = pa.table(columns)
+    if run_hash is not None:
+        table = table.replace_schema_metadata({TABLE_HASH_KEY: run_hash.encode()})
     with atomic_file(path) as fh:
-        pq.write_table(pa.table(columns), fh)
+        pq.write_table(table, fh)
 
 
 @functools.lru_cache(maxsize=1)
@@ -452,26 +553,55 @@ def _version() -> str:
 
 
 # ====================================================================== reading the logs
-def read_log(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The records of ``log.jsonl`` (NaN where a value is undefined); a line cut short by a killed run
-    is skipped; no log reads as no records."""
+#: What to do about a damaged file of a finished run other than result.json: its numbers are lost.
+DAMAGED_RUN_FIX = (
+    "its numbers cannot be trusted: remove the run folder (rm -r {run_dir}) and train the run again "
+    "(`initmem sweep run` does)"
+)
+
+
+def _damaged(path: Path, problem: str) -> DamagedFileError:
+    return DamagedFileError(
+        path, problem, DAMAGED_RUN_FIX.format(run_dir=shlex.quote(str(path.parent)))
+    )
+
+
+def read_log(run_dir: str | Path, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The records of ``log.jsonl`` (NaN where a value is undefined); no log reads as no records.
+
+    A line cut short by a killed run is skipped; ``strict`` (for a finished run, whose log was written
+    whole) raises :class:`DamagedFileError` for any line that is not a JSON record with an ``epoch``,
+    and for a file that is not UTF-8 text."""
     path = Path(run_dir) / "log.jsonl"
     if not path.is_file():
         return []
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as err:
+        if strict:
+            raise _damaged(path, f"not text: {err.reason} at byte {err.start}") from None
+        text = path.read_bytes().decode(errors="replace")
     records = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut short by a killed run
+            record = json.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get("epoch"), int):
+                raise ValueError("not a record with an integer epoch")
+        except ValueError as err:  # a line cut short by a killed run (or worse, when strict)
+            if strict:
+                raise _damaged(path, f"line {number} is {_short(err)}") from None
             continue
+        records.append(record)
     return records
 
 
 def read_metrics(run_dir: str | Path):
     """One row per evaluation (a pandas DataFrame): ``metrics.parquet``, or the scalar keys of
-    ``log.jsonl`` where the table is absent or being rewritten; None when the run logged nothing."""
+    ``log.jsonl`` where the table is absent (a run that wrote none); None when the run logged
+    nothing. A table that cannot be read raises :class:`DamagedFileError` (tables are replaced
+    atomically: an unreadable one is damage, never a table being rewritten)."""
     import pandas as pd  # heavy (about 0.4 s); sweep status and the trainer do without it
 
     frame = _read_parquet(Path(run_dir) / "metrics.parquet")
@@ -487,7 +617,7 @@ def read_metrics(run_dir: str | Path):
 def read_layers(run_dir: str | Path):
     """One row per (evaluation, layer) (a pandas DataFrame: ``epoch``, ``step``, ``layer`` and the
     per-layer keys): ``layers.parquet``, or the ``layers`` dicts of ``log.jsonl`` where the table is
-    absent or being rewritten; None when the run logged nothing."""
+    absent; None when the run logged nothing; :class:`DamagedFileError` as :func:`read_metrics`."""
     import pandas as pd  # heavy (about 0.4 s); sweep status and the trainer do without it
 
     frame = _read_parquet(Path(run_dir) / "layers.parquet")
@@ -501,26 +631,202 @@ def read_layers(run_dir: str | Path):
     return frame
 
 
-def _read_parquet(path: Path):
-    import pandas as pd  # heavy (about 0.4 s); sweep status and the trainer do without it
+def _read_parquet(path: Path, columns: list[str] | None = None):
+    """The table at ``path`` as a DataFrame (None if absent); :class:`DamagedFileError` if unreadable."""
+    return None if not path.is_file() else _parquet_table(path, columns).to_pandas()
 
-    if not path.is_file():
-        return None
+
+def _parquet_table(path: Path, columns: list[str] | None = None):
+    import pyarrow.parquet as pq  # heavy (about 0.2 s); readers of tables only
+
     try:
-        return pd.read_parquet(path)
-    except (OSError, ValueError):  # being rewritten by a running trainer
-        return None
+        return pq.read_table(path, columns=columns)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        what = _short(ValueError(str(err).replace(f"'{path}'", "").replace(str(path), "")))
+        raise _damaged(path, f"not a readable parquet table: {what}") from None
 
 
 def read_predictions(
     run_dir: str | Path, keys: Iterable[str] | None = None
 ) -> dict[str, np.ndarray]:
     """The arrays of ``predictions.npz``: ``epochs``, ``test_pred``, ``test_labels``,
-    ``best_test_pred`` (only those of ``keys`` that the file holds, if given: the others are not
-    read). FileNotFoundError if the run saved no predictions."""
-    with np.load(Path(run_dir) / "predictions.npz") as npz:
-        names = npz.files if keys is None else [k for k in keys if k in npz.files]
-        return {k: npz[k] for k in names}
+    ``best_test_pred`` and ``run_hash`` (only those of ``keys`` that the file holds, if given: the
+    others are not read). FileNotFoundError if the run saved no predictions; :class:`DamagedFileError`
+    if the file cannot be read (never unpickled: ``allow_pickle=False``) or an array has the wrong
+    type or shape."""
+    path = Path(run_dir) / "predictions.npz"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the run saved no predictions")
+    try:
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:  # fh: closed if bad
+            names = npz.files if keys is None else [k for k in keys if k in npz.files]
+            arrays = {k: npz[k] for k in names}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as err:
+        # np.load takes a file without a zip header for a pickle, which it refuses to read: say so
+        what = "no zip header" if "pickled" in str(err) else _short(err)
+        raise _damaged(path, f"not a readable .npz archive: {what}") from None
+    problem = _predictions_problem(arrays)
+    if problem is not None:
+        raise _damaged(path, problem)
+    return arrays
+
+
+#: The dimensions of each array of predictions.npz (run_hash: a 0-d string).
+PREDICTION_DIMS = {
+    "epochs": 1,
+    "test_pred": 2,
+    "test_labels": 1,
+    "best_test_pred": 1,
+    "run_hash": 0,
+}
+
+
+def _predictions_problem(arrays: dict[str, np.ndarray]) -> str | None:
+    for key, value in arrays.items():
+        dims = PREDICTION_DIMS.get(key)
+        kind = "U" if key == "run_hash" else "iu"
+        if dims is not None and (value.ndim != dims or value.dtype.kind not in kind):
+            return f"{key} is a {value.ndim}-d {value.dtype} array, not {dims}-d {kind!r}"
+    pred, epochs = arrays.get("test_pred"), arrays.get("epochs")
+    if pred is not None and epochs is not None and len(pred) != len(epochs):
+        return f"test_pred has {len(pred)} rows for {len(epochs)} epochs"
+    sizes = {len(arrays[k]) for k in ("test_labels", "best_test_pred") if k in arrays}
+    if pred is not None and pred.size:
+        sizes.add(pred.shape[1])
+    if len(sizes) > 1:
+        return f"the arrays hold predictions of test sets of sizes {sorted(sizes)}"
+    return None
+
+
+def _short(err: BaseException) -> str:
+    """The first sentence of an error's message, on one line."""
+    text = " ".join(str(err).split())
+    return text.split(". ")[0][:160] or type(err).__name__
+
+
+# ====================================================================== checking a finished run
+class LoggedValueWarning(UserWarning):
+    """A finished run's log holds non-finite values where a number was expected (used as logged)."""
+
+
+#: Log keys that are NaN at epoch 0 by definition (no step trained yet).
+NAN_AT_INIT = ("train_loss", "train_acc", "norm_sq_decay")
+
+
+def run_damage(run_dir: str | Path, run_hash: str | None = None) -> str:
+    """What is wrong with a run's files (empty if its numbers can be trusted or it has not finished).
+
+    The one check every reader of a finished run relies on (docs/run-format.md, "Reading"):
+    ``result.json`` (:func:`read_result`), ``config.json`` and every other file the analyses read
+    must be readable, of the right shape, and belong to this run: the hash in config.json, result.json,
+    the tables' metadata and predictions.npz equals ``run_hash`` (when given; else config.json's),
+    the log's evaluations are the tables' and predictions' epochs (and, where both record it, the
+    log's and metrics table's ``wall_time`` of each evaluation agree: no two runs share them).
+    A log holding non-finite values where numbers belong is noted (:class:`LoggedValueWarning`),
+    not damage. The message names the file, what is wrong and the fix."""
+    run_dir = Path(run_dir)
+    try:
+        if not (run_dir / "result.json").is_file():
+            return ""
+        recorded = RunFiles(run_dir).recorded_hash()
+        run_hash = run_hash or recorded
+        if recorded is not None and recorded != run_hash:
+            raise DamagedFileError(
+                run_dir / "config.json",
+                f"holds the config of run {recorded}, not of {run_hash}",
+                DAMAGED_RUN_FIX.format(run_dir=shlex.quote(str(run_dir))),
+            )
+        result = read_result(run_dir)
+        if result is None:
+            return ""
+        if run_hash is not None and result.get("hash", run_hash) != run_hash:
+            raise DamagedFileError(
+                run_dir / "result.json",
+                f"holds the result of run {result['hash']}, not of {run_hash}",
+                DAMAGED_RESULT_FIX,
+            )
+        _check_logs(run_dir, result, run_hash)
+    except DamagedFileError as err:
+        return str(err)
+    return ""
+
+
+def _check_logs(run_dir: Path, result: dict[str, Any], run_hash: str | None) -> None:
+    log_path = run_dir / "log.jsonl"
+    records = read_log(run_dir, strict=True)
+    epochs = [r["epoch"] for r in records]
+    if records:
+        if epochs[0] != 0 or any(b <= a for a, b in itertools.pairwise(epochs)):
+            raise _damaged(log_path, f"its epochs {epochs[:6]}... do not rise from 0")
+        _note_non_finite(log_path, records)
+    for name in ("metrics.parquet", "layers.parquet"):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        table = _parquet_table(path)
+        owner = (table.schema.metadata or {}).get(TABLE_HASH_KEY)
+        if run_hash is not None and owner is not None and owner.decode() != run_hash:
+            raise _damaged(path, f"written by run {owner.decode()}, not {run_hash}")
+        if "epoch" not in table.column_names:
+            raise _damaged(path, "has no epoch column")
+        table_epochs = table.column("epoch").to_pylist()
+        logged = records or log_path.is_file()
+        if name == "metrics.parquet" and "wall_time" in table.column_names:
+            # the evaluations' clock readings: equal only in the log and table of one run
+            mine = [(r["epoch"], r.get("wall_time")) for r in records]
+            theirs = list(zip(table_epochs, table.column("wall_time").to_pylist(), strict=True))
+            if logged and theirs != mine:
+                blame = (
+                    log_path if owner is not None else path
+                )  # a table that is ours: the log is not
+                raise _damaged(
+                    blame,
+                    f"log.jsonl holds {len(mine)} evaluations, metrics.parquet {len(theirs)}, and "
+                    "they are not the same evaluations (cut short, or another run's)",
+                )
+        elif logged and sorted(set(table_epochs)) != epochs:
+            raise _damaged(path, "its epochs are not the evaluations of log.jsonl")
+    try:
+        arrays = read_predictions(run_dir)
+    except FileNotFoundError:
+        return
+    path = run_dir / "predictions.npz"
+    missing = [k for k in PREDICTION_DIMS if k != "run_hash" and k not in arrays]
+    if missing:
+        raise _damaged(path, f"has no {', '.join(missing)}")
+    owner = str(arrays["run_hash"]) if "run_hash" in arrays else None
+    if run_hash is not None and owner is not None and owner != run_hash:
+        raise _damaged(path, f"written by run {owner}, not {run_hash}")
+    if records and arrays["epochs"].tolist() != epochs[: len(arrays["epochs"])]:
+        raise _damaged(path, "its epochs are not the evaluations of log.jsonl")
+
+
+def _note_non_finite(path: Path, records: list[dict[str, Any]]) -> None:
+    found = []
+    for record in records:
+        for key, value in record.items():
+            if key == "layers" or not isinstance(value, float) or np.isfinite(value):
+                continue
+            if record["epoch"] == 0 and key in NAN_AT_INIT and value != value:
+                continue
+            found.append(f"{key}={value} at epoch {record['epoch']}")
+    if found:
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        warnings.warn(
+            f"{path} logs non-finite values: {', '.join(found[:3])}{more} (used as logged)",
+            LoggedValueWarning,
+            stacklevel=3,
+        )
+
+
+def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
+    """The data set a run was trained on, as config.json records it (``DataSplits.describe()``), or
+    None if there is no readable record."""
+    try:
+        recorded = json.loads((Path(run_dir) / "config.json").read_text())["data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def has_checkpoint(run_dir: str | Path) -> bool:
@@ -561,8 +867,9 @@ def failure_message(run_dir: str | Path) -> str:
 
 
 # ====================================================================== the lock and the state
-#: Run folders whose lock this process holds, with how many blocks hold it (re-entrant run_lock).
-_HELD: dict[str, int] = {}
+#: (thread, run folder) pairs whose lock this process holds, with how many blocks hold it (run_lock
+#: is re-entrant within a thread; two threads of one process exclude each other as two processes do).
+_HELD: dict[tuple[int, str], int] = {}
 
 
 @contextlib.contextmanager
@@ -572,10 +879,11 @@ def run_lock(run_dir: str | Path, *, wait_s: float = 1.0) -> Iterator[bool]:
     ``fcntl.flock`` is released by the kernel when the holder exits, however it dies. A short
     ``wait_s`` rides over a status probe that holds the lock for a moment. Whoever acquires the lock
     rewrites the file (host, pid, time): its modification time is when the run was last taken up.
-    Re-entrant: inside a block of this process that holds the lock, it yields True at once.
+    Re-entrant: inside a block of this thread that holds the lock, it yields True at once; another
+    thread of the process contends for it as another process would.
     """
     path = Path(run_dir) / LOCK_FILE
-    key = os.path.realpath(path)
+    key = (threading.get_ident(), os.path.realpath(path))
     if key in _HELD:
         _HELD[key] += 1
         try:
@@ -684,6 +992,8 @@ __all__ = [
     "DAMAGED_RESULT_FIX",
     "DamagedFileError",
     "DamagedRunWarning",
+    "LoggedValueWarning",
+    "TABLE_HASH_KEY",
     "ERROR_FILE",
     "FINISHED_STATES",
     "LOCK_FILE",
@@ -706,11 +1016,13 @@ __all__ = [
     "lock_is_held",
     "lock_taken_at",
     "read_layers",
+    "read_data_record",
     "read_log",
     "read_metrics",
     "read_predictions",
     "read_result",
     "read_start_step",
+    "run_damage",
     "run_lock",
     "run_state",
     "write_atomic",

@@ -51,7 +51,9 @@ import importlib.resources
 import itertools
 import json
 import math
+import shlex
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -447,13 +449,48 @@ def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
         problem = " ".join(str(err).split()) or type(err).__name__
         if isinstance(err, KeyError):
             problem = f"an entry has no {err}"
-        raise runfolder.DamagedFileError(
-            path,
-            problem,
-            f"rewrite it with `initmem sweep run {Path(sweep_dir) / 'sweep.toml'} --out {sweep_dir} "
-            "--update` (finished runs are kept)",
-        ) from None
+        raise runfolder.DamagedFileError(path, problem, _manifest_fix(sweep_dir)) from None
+    foreign = _foreign_manifest(Path(sweep_dir), runs)
+    if foreign is not None:
+        raise runfolder.DamagedFileError(path, foreign, _manifest_fix(sweep_dir))
     return runs
+
+
+def _update_command(sweep_dir: str | Path) -> str:
+    """The command that rewrites a sweep folder's manifest from its sweep.toml (shell-quoted)."""
+    toml = str(Path(sweep_dir) / "sweep.toml")
+    return shlex.join(["initmem", "sweep", "run", toml, "--out", str(sweep_dir), "--update"])
+
+
+def _manifest_fix(sweep_dir: str | Path) -> str:
+    return f"rewrite it with `{_update_command(sweep_dir)}` (finished runs are kept)"
+
+
+#: The largest sweep whose manifest is checked against its sweep.toml's expansion on every read.
+MANIFEST_CHECK_LIMIT = 20_000
+
+
+def _foreign_manifest(sweep_dir: Path, runs: list[SweepRun]) -> str | None:
+    """Why the manifest is not one of the folder's ``sweep.toml`` (it lists runs that the file does
+    not expand to; a manifest may list fewer, e.g. a subset kept by hand), or None. Not checked
+    without a readable sweep.toml or above :data:`MANIFEST_CHECK_LIMIT` runs."""
+    toml = sweep_dir / "sweep.toml"
+    if not toml.is_file():
+        return None
+    try:
+        spec = SweepSpec.from_file(toml)
+        if spec.count() > MANIFEST_CHECK_LIMIT:
+            return None
+        expanded = {run.hash for run in spec.iter_runs(progress=False)}
+    except (ValueError, OSError):  # a sweep.toml that cannot be read: the manifest stands alone
+        return None
+    stray = [run.hash for run in runs if run.hash not in expanded]
+    if not stray:
+        return None
+    return (
+        f"lists {len(stray)} of its {len(runs)} runs that sweep.toml does not expand to (first "
+        f"{stray[0]}): another sweep's manifest?"
+    )
 
 
 @dataclass(frozen=True)
@@ -491,12 +528,13 @@ class SweepStatus:
         )
 
 
-def sweep_status(sweep_dir: str | Path) -> SweepStatus:
-    """Count the run states of a sweep folder (reads result.json files and probes the locks)."""
+def sweep_status(sweep_dir: str | Path, runs: list[SweepRun] | None = None) -> SweepStatus:
+    """Count the run states of a sweep folder (reads result.json files and probes the locks): of the
+    manifest's runs, or of ``runs`` (a driver's own, whatever another driver wrote there since)."""
     counts = dict.fromkeys(runfolder.RUN_STATES, 0)
     resumable = 0
     failures, damages = [], []
-    for run in read_manifest(sweep_dir):
+    for run in read_manifest(sweep_dir) if runs is None else runs:
         run_dir = run.run_dir(sweep_dir)
         state = runfolder.run_state(run_dir)
         counts[state if state in counts else "completed"] += 1
@@ -647,7 +685,19 @@ def run_sweep(
             bar.set_postfix(postfix)
     finally:
         bar.close()
-    return sweep_status(sweep_dir)
+    try:
+        listed = {run.hash for run in read_manifest(sweep_dir)}
+    except (runfolder.DamagedFileError, SweepError):
+        listed = set()
+    if stray := [r for r in runs if r.hash not in listed]:
+        warnings.warn(
+            f"{Path(sweep_dir) / 'manifest.json'} was replaced while this sweep ran (another "
+            f"driver's --update?): {len(stray)} of its {len(runs)} runs are not listed there, so "
+            "report and status leave them out; list them again by running this sweep's file with "
+            f"--update (`initmem sweep run FILE --out {shlex.quote(str(sweep_dir))} --update`)",
+            stacklevel=2,
+        )
+    return sweep_status(sweep_dir, runs)
 
 
 def _outcome_line(

@@ -82,7 +82,8 @@ def load_sweep(sweep_dir: str | Path, manifest: list | None = None) -> pd.DataFr
     pipeline name), ``run_dir``, ``status`` (completed / diverged / damaged / running / failed /
     pending), every RunConfig field (list fields as tuples), and :data:`RESULT_COLUMNS` (accuracies as
     fractions; NaN for unfinished runs and for damaged ones, which also get a
-    :class:`~initmem.empirical.runfolder.DamagedRunWarning` each). ``manifest``: the folder's
+    :class:`~initmem.empirical.runfolder.DamagedRunWarning` each: a finished run is damaged when any
+    file the analyses read fails :func:`~initmem.empirical.runfolder.run_damage`). ``manifest``: the folder's
     :func:`~initmem.empirical.sweep.read_manifest`, when the caller has read it already.
     """
     rows = []
@@ -98,14 +99,17 @@ def load_sweep(sweep_dir: str | Path, manifest: list | None = None) -> pd.DataFr
         }
         row.update({k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
         result = {}
-        if row["status"] in FINISHED:
-            result = runfolder.read_result(run_dir) or {}
-        elif row["status"] == "damaged":  # its numbers cannot be trusted: left out, said once
+        checked = row["status"] in (*FINISHED, "damaged")
+        damage = runfolder.run_damage(run_dir, run.hash) if checked else ""
+        if damage:  # its numbers cannot be trusted: left out, said once
+            row["status"] = "damaged"
             warnings.warn(
-                f"skipping damaged run {run.hash} ({run.variant}): {runfolder.damage(run_dir)}",
+                f"skipping damaged run {run.hash} ({run.variant}): {damage}",
                 runfolder.DamagedRunWarning,
                 stacklevel=2,
             )
+        elif row["status"] in FINISHED:
+            result = runfolder.read_result(run_dir) or {}
         row.update({k: result.get(k) for k in RESULT_COLUMNS})
         rows.append(row)
     frame = pd.DataFrame(rows)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shlex
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -90,6 +91,10 @@ class RunFolderError(ValueError):
     """The run folder holds another run (or a different config) and we were not told to replace it."""
 
 
+class DataChangedError(RunFolderError):
+    """A resume found another data set than the one the run started on (config.json's record)."""
+
+
 @dataclass(frozen=True)
 class Divergence:
     """Where and why a run stopped: ``step`` counts the optimizer steps done before the evidence."""
@@ -106,6 +111,7 @@ def train(
     data: DataSplits | None = None,
     download: bool | None = None,
     callback: Callable[[dict[str, Any]], None] | None = None,
+    allow_other_data: bool = False,
 ) -> RunResult:
     """Train one run and write its folder ``config.out_dir`` (docs/run-format.md); return its result.
 
@@ -116,17 +122,21 @@ def train(
     hash) is always refused. ``data``: splits already loaded for this config (saves reloading in a
     sweep). ``download``: let torchvision fetch a missing data set (None: unless
     ``INITMEM_OFFLINE=1``). ``callback(record)`` is called after each evaluation and its checkpoint,
-    e.g. to stop a run from outside by raising.
+    e.g. to stop a run from outside by raising. A resume compares the data set with the one the run
+    started on (config.json's ``data``: sizes, mean/std, digests of the split indices and labels; not
+    where the copy lives) and raises :class:`DataChangedError` if it differs, unless
+    ``allow_other_data``.
 
-    The run folder is owned by this process while it trains (:func:`runfolder.hold_run`): another
-    process training it raises :class:`~initmem.empirical.runfolder.RunBusyError`. Interrupted between
+    The run folder is owned by this thread while it trains (the session's lock, :func:`runfolder.hold_run`):
+    another process or thread training it raises :class:`~initmem.empirical.runfolder.RunBusyError`. Interrupted between
     two epochs (KeyboardInterrupt: Ctrl-C, or SIGTERM / SIGUSR2 turned into one by ``initmem train``),
     the run first checkpoints what it has not yet saved; interrupted inside an epoch it keeps its last
     checkpoint. Either way the folder resumes.
     """
     config.validate()
-    with hold_run(config.out_dir):
-        session = RunSession.begin(config, resume=resume, data=data, download=download)
+    with RunSession.begin(
+        config, resume=resume, data=data, download=download, allow_other_data=allow_other_data
+    ) as session:
         if session.result is not None:  # finished before: returned as it is
             return session.result
         if session.at_init:
@@ -160,10 +170,15 @@ class RunSession:
     :attr:`done`: :meth:`train_epoch` and :meth:`end_epoch`; :meth:`finish` last. :meth:`checkpoint`
     may be called between epochs at any time (it is what a resume starts from). A session of a run
     that had already finished holds only its :attr:`result` (no trainer).
+
+    Ownership: from :meth:`begin` until :meth:`finish` or :meth:`close` the session holds its folder's
+    lock (:func:`runfolder.hold_run`, re-entrant within a thread), so no other process or thread can
+    train the folder meanwhile; ``with RunSession.begin(...) as session:`` closes it on the way out.
     """
 
     def __init__(self, config: RunConfig, files: RunFiles, trainer: Trainer | None, started: float):
         self.config = config
+        self._owner = contextlib.ExitStack()  # the folder's lock, held from begin to finish/close
         self.files = files
         self.trainer = trainer
         self.best = _Best()
@@ -183,27 +198,55 @@ class RunSession:
         resume: bool | None = None,
         data: DataSplits | None = None,
         download: bool | None = None,
+        allow_other_data: bool = False,
     ) -> RunSession:
-        """Open the run folder ``config.out_dir`` (``resume``, ``data``, ``download``: see
+        """Open the run folder ``config.out_dir`` (``resume``, ``data``, ``download``,
+        ``allow_other_data``: see
         :func:`train`): a finished run's session holds its result; an unfinished one's trainer is
         restored from ``last.pt`` and its log cut back to that checkpoint; otherwise the folder starts
-        fresh (``config.json``)."""
+        fresh (``config.json``). The session holds the folder's lock from here
+        (:class:`~initmem.empirical.runfolder.RunBusyError`, naming the holder, if another process or
+        thread has it); a finished run's session releases it at once."""
         config.validate()
-        files = RunFiles(config.out_dir)
-        _check_run_folder(files, config, resume)
-        if read_result(files.dir, complete=True, discard_damaged=True) is not None:
-            session = cls(config, files, None, time.perf_counter())
-            session.result = load_result(config.out_dir)
-            return session
-        started = time.perf_counter()  # wall time counts data loading and model building too
-        session = cls(config, files, Trainer(config, data, download=download), started)
-        if files.path("last.pt").is_file():
-            session._restore(files.load_torch("last.pt"))
-        else:
-            files.start(config, session.trainer.data.describe(), session.trainer.describe_model())
+        owner = contextlib.ExitStack()
+        with owner:
+            owner.enter_context(hold_run(config.out_dir))
+            files = RunFiles(config.out_dir, config.hash)
+            _check_run_folder(files, config, resume)
+            if read_result(files.dir, complete=True, discard_damaged=True) is not None:
+                session = cls(config, files, None, time.perf_counter())
+                session.result = load_result(config.out_dir)
+                return session  # nothing to train: the lock is released on leaving the block
+            started = time.perf_counter()  # wall time counts data loading and model building too
+            session = cls(config, files, Trainer(config, data, download=download), started)
+            if files.path("last.pt").is_file():
+                _check_same_data(files, session.trainer.data.describe(), allow_other_data)
+                session._restore(files.load_torch("last.pt"))
+            else:
+                files.start(
+                    config, session.trainer.data.describe(), session.trainer.describe_model()
+                )
+            session._owner = owner.pop_all()  # the session holds the lock from now on
         return session
 
+    def close(self) -> None:
+        """Release the folder's lock (idempotent; :meth:`finish` calls it)."""
+        self._owner.close()
+
+    def __enter__(self) -> RunSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def _restore(self, state: dict[str, Any]) -> None:
+        cfg, last = self.config, self.files.path("last.pt")
+        if state.get("hash", cfg.hash) != cfg.hash:
+            raise DamagedFileError(
+                last,
+                f"holds the checkpoint of run {state['hash']}, not of {cfg.hash}",
+                f"remove it (rm {shlex.quote(str(last))}) and rerun: the run restarts from the beginning",
+            )
         trainer = self.trainer
         trainer.load_state_dict(state["trainer"])
         self.best = _Best(**state["best"])
@@ -211,7 +254,12 @@ class RunSession:
             self.best.model_state = _cpu_state(trainer.model)
         self._clock_offset = state["wall_time"]
         self.checkpointed_epoch = trainer.epoch
-        self.files.reopen(trainer.epoch, len(trainer.data.test))
+        evaluated = [
+            e for e in range(trainer.epoch + 1) if e % cfg.eval_every == 0 or e == cfg.total_epochs
+        ]
+        self.files.reopen(
+            trainer.epoch, len(trainer.data.test), evaluated, state.get("logged_wall_time")
+        )
         self.files.save_torch("best.pt", self.best.model_state)  # a kill may have left a later one
 
     # ------------------------------------------------------------------ where the run stands
@@ -272,6 +320,8 @@ class RunSession:
             "best": vars(best) | {"model_state": _stored_best_model(best, trainer.epoch)},
             "wall_time": self.wall_time(),
             "hash": cfg.hash,
+            # the clock reading of the last evaluation logged: a resume checks the log is this run's
+            "logged_wall_time": self.files.records[-1]["wall_time"] if self.files.records else None,
         }
         self.files.save_torch("last.pt", state)
         self.checkpointed_epoch = trainer.epoch
@@ -310,6 +360,7 @@ class RunSession:
         )
         files.write_result(self.result)
         files.path(RunFiles.RAW_PREDICTIONS).unlink(missing_ok=True)  # packed in predictions.npz
+        self.close()
         return self.result
 
     @contextlib.contextmanager
@@ -368,14 +419,30 @@ def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -
     recorded = files.recorded_hash()
     if recorded is not None and recorded != config.hash:
         raise RunFolderError(
-            f"{files.dir} holds a run of another config (hash {recorded}, this one {config.hash}); "
-            f"choose another out_dir"
+            f"{files.dir} holds a run of another config ({files.path('config.json')} records hash "
+            f"{recorded}, this one is {config.hash}); choose another out_dir"
         )
     if resume is False and files.holds_run() and not _finished(files):
         raise RunFolderError(
             f"{files.dir} already holds an unfinished run; resume it (--resume) or choose another "
             "out_dir"
         )
+
+
+def _check_same_data(files: RunFiles, description: dict[str, Any], allow: bool) -> None:
+    """Refuse to resume on another data set than the run started on, unless ``allow`` (then the new
+    one is recorded in config.json, the old under ``data_before``)."""
+    change = files.data_change(description)
+    if change is None:
+        return
+    if not allow:
+        raise DataChangedError(
+            f"{files.dir} was trained on another data set than the one found now "
+            f"({description.get('source')}): {change}; resume with the data copy it started on "
+            "(data_dir), or pass allow_other_data=True (initmem train --allow-other-data) to go on "
+            "with this one"
+        )
+    files.record_data(description)
 
 
 def _finished(files: RunFiles) -> bool:
@@ -867,6 +934,7 @@ class IntervalStats:
 
 __all__ = [
     "DIVERGENCE_CHECK_EVERY",
+    "DataChangedError",
     "Divergence",
     "EpochPlan",
     "IntervalStats",

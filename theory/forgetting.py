@@ -78,6 +78,11 @@ MECHANISMS = (
 #: Mechanisms that compete for "dominant".
 COMPETING = ("sgd_noise", "explicit_decay", "adaptive")
 #: Parameter groups of a BatchNorm network trained with cross-entropy, as ``ForgettingReport.groups``.
+#: The init scales and learning rates the laws are evaluated for: they square alpha and lr and
+#: multiply them by squared norms and gradients (alpha^2 |w_0|^2, lr^2 |g|^2), which overflow float64
+#: far beyond these bounds (derived here; no run of interest comes near them).
+ALPHA_RANGE = (1e-6, 1e6)
+LR_LIMIT = 1e6
 GROUPS = ("bn_conv_weights", "head_logit_scale", "non_bn_weights", "inner_bn_affine")
 
 
@@ -449,9 +454,15 @@ def predict_forgetting(
     without ``equilibrium_gain``, get an explicit "no prediction" row with the reason. The inner
     BN affine has no prediction (an explicit row); the others are ranked.
     """
-    check_number("alpha", alpha, strict=True)
-    if equilibrium_gain is not None:
-        check_number("equilibrium_gain", equilibrium_gain, strict=True)
+    check_number("alpha", alpha, low=ALPHA_RANGE[0], high=ALPHA_RANGE[1])
+    check_number("lr", pipeline.lr, strict=True, high=LR_LIMIT)
+    for name, value in (
+        ("equilibrium_gain", equilibrium_gain),
+        ("logit_scale", logit_scale),
+        ("equilibrium_logit_scale", equilibrium_logit_scale),
+    ):
+        if value is not None:
+            check_number(name, value, strict=True)
     fan_ins = [int(check_number("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
     if not fan_ins:
         raise ValueError("fan_ins must name at least one BN-followed conv")
@@ -553,8 +564,10 @@ def predict_forgetting(
 
 
 __all__ = [
+    "ALPHA_RANGE",
     "COMPETING",
     "GROUPS",
+    "LR_LIMIT",
     "MECHANISMS",
     "ForgettingReport",
     "Pipeline",

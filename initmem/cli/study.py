@@ -3,8 +3,12 @@
     initmem sweep run units --out runs/units
     initmem study runs/units --doc docs/unit-of-forgetting.md
 
-Writes the Markdown document and its figures (``PATH`` without ``.md``, as a folder of PNGs) and the
-study's tables as CSV under ``DIR/study``; prints the verdict.
+Writes the Markdown document and its figures (``PATH`` without ``.md``, as a folder of PNGs; a
+``PATH`` without a suffix gets ``.md``) and the study's tables as CSV under ``--out`` (default
+``DIR/study``; the sweep folder is only read otherwise); prints the verdict. The outputs are checked
+before any work. A sweep that is not finished (runs pending, running, failed or damaged), runs
+skipped as damaged and runs trained on different data sets are named in the document's notes.
+Figure links are URL-encoded and the printed commands shell-quoted.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--doc",
         metavar="PATH",
         default=None,
-        help="write the document here (figures in PATH without .md/); default DIR/study/study.md",
+        help="write the document here (figures in PATH without .md/; .md added to a PATH without "
+        "a suffix); default OUT/study.md",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="OUT",
+        default=None,
+        help="write the tables here (default: DIR/study; the sweep folder is only read)",
     )
     parser.add_argument(
         "--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)"
@@ -44,33 +55,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
+    import shlex
     import time
     from pathlib import Path
+    from urllib.parse import quote
 
     from initmem.bridge import BridgeDataError
     from initmem.bridge.study import unit_study
     from initmem.bridge.study_plots import save_study_figures
     from initmem.empirical.sweep import SweepError as SweepFolderError
-    from initmem.empirical.sweep import SweepSpec
+    from initmem.empirical.sweep import SweepSpec, sweep_status
 
     if args.n_boot < 1:
         return fail(f"--n-boot must be >= 1 (got {args.n_boot})")
     start = time.monotonic()
+    sweep_dir = Path(args.dir)
+    tables = Path(args.out) if args.out else sweep_dir / "study"
+    doc = Path(args.doc) if args.doc else tables / "study.md"
+    if not doc.suffix:
+        doc = doc.with_name(doc.name + ".md")
+    problem = output_problem(tables, doc)
+    if problem is not None:
+        return fail(problem)
     try:
-        study = unit_study(args.dir, n_boot=args.n_boot)
+        status = sweep_status(sweep_dir)
+        study = unit_study(sweep_dir, n_boot=args.n_boot)
     except (BridgeDataError, SweepFolderError) as err:
         return fail(str(err))
-    tables = Path(args.dir) / "study"
+    study.notes += folder_notes(sweep_dir, status)
     tables.mkdir(parents=True, exist_ok=True)
     for name in ("design", "function", "norm_end", "groups", "measured_vs_predicted"):
         getattr(study, name).to_csv(tables / f"{name}.csv", index=False)
     study.bridge.units.to_csv(tables / "units.csv", index=False)
     study.bridge.decision.to_csv(tables / "decision.csv", index=False)
-    doc = Path(args.doc) if args.doc else tables / "study.md"
     figures = save_study_figures(study, doc.with_suffix(""))
-    relative = {k: os.path.relpath(v, doc.parent) for k, v in figures.items()}
-    name = SweepSpec.from_file(Path(args.dir) / "sweep.toml").name
-    command = f"initmem sweep run {name} --out {args.dir}\ninitmem study {args.dir} --doc {doc}"
+    relative = {k: quote(os.path.relpath(v, doc.parent)) for k, v in figures.items()}
+    sweep_file = sweep_dir / "sweep.toml"
+    name = SweepSpec.from_file(sweep_file).name if sweep_file.is_file() else str(sweep_file)
+    command = "\n".join(
+        [
+            shlex.join(["initmem", "sweep", "run", name, "--out", str(sweep_dir)]),
+            shlex.join(["initmem", "study", str(sweep_dir), "--doc", str(doc)]),
+        ]
+    )
     doc.parent.mkdir(parents=True, exist_ok=True)
     wall = f"{args.wall_time} ".lstrip() + (
         f"The analysis (`initmem study`, {args.n_boot} bootstrap resamples) took "
@@ -83,3 +110,63 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"study: {doc} (+ {len(figures)} figures), tables in {tables}")
     return 0
+
+
+def output_problem(tables, doc) -> str | None:
+    """Why the study cannot write its tables folder, its document or the document's figure folder
+    (checked before any work), or None."""
+    import os
+
+    figures = doc.with_suffix("")
+    for path, kind in ((tables, "folder"), (figures, "folder"), (doc, "file")):
+        if path.exists() and (path.is_dir() != (kind == "folder")):
+            what = "a folder" if path.is_dir() else "a file"
+            return f"{path} is {what}; the study writes a {kind} there (choose another path)"
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            return f"{path}: cannot write there ({existing} is not a writable folder)"
+    return None
+
+
+def folder_notes(sweep_dir, status) -> list[str]:
+    """The document's notes on the folder itself: a sweep not finished (named as such, with its
+    counts), runs skipped as damaged, runs trained on different data sets."""
+    import json
+
+    from initmem.empirical import runfolder
+    from initmem.empirical.sweep import read_manifest
+
+    notes = []
+    if status.done < status.total:
+        notes.append(
+            f"This sweep is not finished ({status.summary()}): every finding here is of the "
+            f"{status.done} runs done so far and may change as the others finish."
+        )
+    runs = read_manifest(sweep_dir)
+    damaged = [
+        (run, damage)
+        for run in runs
+        if (damage := runfolder.run_damage(run.run_dir(sweep_dir), run.hash))
+    ]
+    if damaged:
+        notes.append(
+            f"Skipped as damaged ({len(damaged)}): "
+            + "; ".join(f"{run.hash} ({run.variant}): {damage}" for run, damage in damaged)
+        )
+    contents: dict[str, set[str]] = {}  # per split (data set, sizes, indices): what it held
+    for run in runs:
+        record = runfolder.read_data_record(run.run_dir(sweep_dir))
+        if record is not None:
+            held = ("source", "mean", "std")
+            split = {k: v for k, v in record.items() if "labels" not in k and k not in held}
+            content = {k: record.get(k) for k in record if "labels" in k}
+            content |= {"mean": record.get("mean"), "std": record.get("std")}
+            key = json.dumps(split, sort_keys=True)
+            contents.setdefault(key, set()).add(json.dumps(content, sort_keys=True))
+    if any(len(held) > 1 for held in contents.values()):
+        notes.append(
+            "Runs of the same data split were trained on different copies of the data (their "
+            "config.json records other labels or pixel statistics): comparisons across them mix "
+            "data sets."
+        )
+    return notes

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import warnings
 
 from initmem.cli import SUBCOMMANDS, add_config_arguments, fail
 
@@ -143,20 +144,28 @@ def run(args: argparse.Namespace) -> int:
             )
         if config.nesterov:
             notes.append("nesterov is treated as heavy ball (same long-run effective rate)")
-        report = predict_forgetting(
-            pipeline_from_config(config),
-            alpha,
-            fan_ins=fan_ins,
-            grad_sq_unit=args.grad_sq_unit,
-            per_example_grad_sq_unit=args.per_example_grad_sq_unit,
-            tol=args.tol,
-            logit_scale=args.logit_scale,
-            equilibrium_logit_scale=args.equilibrium_logit_scale,
-            head_and_bn_scaled=head_and_bn_scaled(config),
-            equilibrium_gain=args.equilibrium_gain,
-        )
+        with warnings.catch_warnings(record=True) as caveats:  # a law used outside its range
+            warnings.simplefilter("always")
+            report = predict_forgetting(
+                pipeline_from_config(config),
+                alpha,
+                fan_ins=fan_ins,
+                grad_sq_unit=args.grad_sq_unit,
+                per_example_grad_sq_unit=args.per_example_grad_sq_unit,
+                tol=args.tol,
+                logit_scale=args.logit_scale,
+                equilibrium_logit_scale=args.equilibrium_logit_scale,
+                head_and_bn_scaled=head_and_bn_scaled(config),
+                equilibrium_gain=args.equilibrium_gain,
+            )
+        notes += list(dict.fromkeys(f"caveat: {' '.join(str(w.message).split())}" for w in caveats))
     except (ConfigError, ValueError) as err:
         return fail(" ".join(str(err).split()))
+    except OverflowError:
+        return fail(
+            f"the prediction overflows float64 for alpha {alpha:g} and lr {config.lr:g}; choose "
+            "values nearer 1"
+        )
     if args.json:
         out = report.to_dict()
         out.update(

@@ -30,6 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="continue the run in the folder from its last.pt"
     )
+    parser.add_argument(
+        "--allow-other-data",
+        action="store_true",
+        help="resume even if the data set differs from the one the run started on",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run, resume_hint=resume_hint)
 
@@ -46,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
         overrides.append("quiet=true")
     config = RunConfig.from_file(args.config, overrides)
     with interrupt_on(signal.SIGTERM, signal.SIGUSR2):  # preemption (SLURM, submitit) as Ctrl-C
-        result = train(config, resume=True if args.resume else False)
+        result = train(
+            config, resume=True if args.resume else False, allow_other_data=args.allow_other_data
+        )
     print(result.summary())
     return 0
 

@@ -93,8 +93,12 @@ def test_tables_read_from_parquet_or_fall_back_to_the_log(tmp_path):
         assert "layers" not in metrics
         assert layers["layer"].tolist() == ["conv", "head"] * 3
         assert layers["weight_norm"].tolist() == [1.0, 0.0, 2.0, 2.0, 3.0, 4.0]
-    (tmp_path / "metrics.parquet").write_bytes(b"PAR1 being rewritten")  # a reader mid-rewrite
-    assert read_metrics(tmp_path)["epoch"].tolist() == [0, 1, 2]
+    # tables are replaced atomically: an unreadable one is damage, not a table being rewritten
+    (tmp_path / "metrics.parquet").write_bytes(b"PAR1 garbage")
+    with pytest.raises(
+        runfolder.DamagedFileError, match="metrics.parquet is damaged .not a readable"
+    ):
+        read_metrics(tmp_path)
     assert read_metrics(tmp_path / "empty") is None and read_layers(tmp_path / "empty") is None
 
 
