@@ -11,7 +11,7 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
 - :mod:`~initmem.theory.logistic`: cross-entropy on a linear model (max margin, minimizers).
 - :mod:`~initmem.theory.logit_scale`: the head x last-BN-gain pair under cross-entropy.
 - :mod:`~initmem.theory.checks`: the argument checks every theory module shares.
-- :mod:`~initmem.theory.schedule`: accumulated regularization of a schedule.
+- :mod:`~initmem.theory.schedule`: a run's schedule (per-step lr factors, checks).
 - :mod:`~initmem.theory.units`: every unit of forgetting of a pipeline (the one definition).
 - :mod:`~initmem.theory.forgetting`: every mechanism's forgetting time for one pipeline.
 - :mod:`~initmem.theory.simulate`, :mod:`~initmem.theory.normalized_sim`: simulators used by the tests.
@@ -47,6 +47,7 @@ _HOMES = {
     "normalized_forgetting": "normalized",
     "gradient_descent_mse": "ntk",
     "accumulated_regularization": "schedule",
+    "accumulated_units": "units",
     "empirical_ntk": "empirical_kernels",
 }
 
@@ -73,6 +74,7 @@ __all__ = [
     "Kernel",
     "Pipeline",
     "accumulated_regularization",
+    "accumulated_units",
     "checks",
     "deep_linear",
     "empirical_kernels",

@@ -64,7 +64,7 @@ from .normalized import (
     normalized_forgetting,
     sgd_norm_law,
 )
-from .schedule import accumulated_regularization
+from .units import accumulated_units
 
 MECHANISMS = (
     "gradient_flow",
@@ -155,8 +155,10 @@ class ForgettingReport:
     NaN not applicable or no closed form), ``memory_left`` (fraction of the initial log-ratio
     ``2 ln alpha`` left at the end of the run, with its schedule; NaN without a run length),
     ``formula``. ``layers``: the same per BN-conv fan-in. ``dominant``: the fastest competing
-    mechanism (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: the
-    run's :func:`~initmem.theory.schedule.accumulated_regularization` (None without a length).
+    mechanism (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: every
+    unit of forgetting summed over the run, :func:`initmem.theory.units.accumulated_units` (the one
+    definition, momentum and the init's ``d / |w_0|^2`` included; what ``sweep run --dry-run`` and
+    the bridge print), None without a length.
     ``groups``: one row per parameter group (:data:`GROUPS`) with columns ``group``,
     ``prediction`` (False: an explicit "no prediction" row), ``steps``, ``epochs``, ``rank`` (1 =
     forgets first among the groups with a prediction; NaN without one) and ``formula`` (or the
@@ -402,6 +404,33 @@ def _group_table(pipeline, bn_steps, linear, head):
     return table[["group", "prediction", "steps", "epochs", "rank", "formula"]], last
 
 
+def _accumulated(pipeline, fan_ins, init_sq_per_coord, inv_init_sq_per_coord) -> dict | None:
+    """Every unit of forgetting summed over the run (:func:`~initmem.theory.units.accumulated_units`);
+    None without a run length. ``epochs`` is left out when the epoch length is unknown."""
+    lrs = pipeline.lrs
+    if lrs is None:
+        return None
+    if inv_init_sq_per_coord is None:
+        per_coord = [
+            1.0 / init_sq_per_coord if init_sq_per_coord is not None else 3.0 * fan_in
+            for fan_in in fan_ins
+        ]
+        inv_init_sq_per_coord = float(np.mean(per_coord))
+    totals = accumulated_units(
+        lrs,
+        optimizer=pipeline.optimizer,
+        batch_size=pipeline.batch_size,
+        steps_per_epoch=pipeline.steps_per_epoch or 1,
+        momentum=pipeline.momentum,
+        l2=pipeline.l2,
+        weight_decay=pipeline.weight_decay,
+        inv_init_sq_per_coord=check_number("inv_init_sq_per_coord", inv_init_sq_per_coord),
+    )
+    if not pipeline.steps_per_epoch:
+        totals.pop("epochs")
+    return totals
+
+
 _FORMULAS = {
     "gradient_flow": "d|w|^2/dt = -2 <w, g> = 0",
     "sgd_noise": "|w|^4_T = |w|^4_0 + 2 (lr/(1-mu))^2 sum |g_hat|^2",
@@ -416,6 +445,7 @@ def predict_forgetting(
     *,
     fan_ins=(576,),
     init_sq_per_coord: float | None = None,
+    inv_init_sq_per_coord: float | None = None,
     grad_sq_unit: float | None = None,
     per_example_grad_sq_unit: float | None = None,
     tol: float = DEFAULT_TOL,
@@ -430,6 +460,9 @@ def predict_forgetting(
     one 64-channel 3x3 conv); each mechanism's time is the slowest layer's (the memory lasts until
     every layer has forgotten), per-layer values in ``layers``. ``init_sq_per_coord``: init variance
     per coordinate at alpha = 1 (default ``1 / (3 fan_in)``, torch's default init).
+    ``inv_init_sq_per_coord``: mean over the BN-followed convs of ``d / |w_0|^2`` at alpha = 1, the
+    ``adam`` unit's init number (default: the mean over ``fan_ins`` of ``1 / init_sq_per_coord``;
+    ``initmem theory`` passes the value of the config's model at init, as the dry run does).
     ``grad_sq_unit``: measured |g_hat|^2 per step per filter; else ``per_example_grad_sq_unit /
     batch_size`` (a placeholder of 1 per example unless given, see
     :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: forgetting threshold on
@@ -504,14 +537,7 @@ def predict_forgetting(
     else:
         dominant = "none"
     overall = table.set_index("mechanism").loc["pipeline"]
-    lrs = pipeline.lrs
-    accumulated = (
-        None
-        if lrs is None
-        else accumulated_regularization(
-            lrs, pipeline.l2 + pipeline.weight_decay, pipeline.batch_size
-        )
-    )
+    accumulated = _accumulated(pipeline, fan_ins, init_sq_per_coord, inv_init_sq_per_coord)
     assumptions = {
         "tol": tol,
         "grad_sq_unit": grad_sq,

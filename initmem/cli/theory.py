@@ -95,6 +95,16 @@ def model_fan_ins(config) -> list[int]:
     return sorted({math.prod(shape[1:]) for shape in shapes})
 
 
+def model_inv_init_sq(config) -> float | None:
+    """``d / |w_0|^2`` of the config's model at alpha = 1, as the dry run computes it
+    (:func:`initmem.bridge.design.init_inv_norm_sq`); None where the model cannot be built."""
+    try:
+        from initmem.bridge.design import init_inv_norm_sq  # builds the model: torch
+    except ImportError:
+        return None
+    return init_inv_norm_sq(config)
+
+
 def pipeline_from_config(config):
     """The theory's :class:`~initmem.theory.forgetting.Pipeline` for a ``RunConfig``."""
     from initmem.theory.forgetting import Pipeline
@@ -146,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
             pipeline_from_config(config),
             alpha,
             fan_ins=fan_ins,
+            inv_init_sq_per_coord=model_inv_init_sq(config),
             grad_sq_unit=args.grad_sq_unit,
             per_example_grad_sq_unit=args.per_example_grad_sq_unit,
             tol=args.tol,
@@ -203,11 +214,7 @@ def format_report(config, report, notes: list[str]) -> str:
         f"predicted forgetting time: {_num(report.steps)} steps ({_num(report.epochs)} epochs)",
     ]
     if report.accumulated is not None:
-        acc = report.accumulated
-        lines.append(
-            f"accumulated over the run: explicit sum(lr*lambda) = {acc['explicit']:.3g}, "
-            f"sgd_noise sum(lr^2/b) = {acc['sgd_noise']:.3g}, adam sum(lr^2) = {acc['adam']:.3g}"
-        )
+        lines.append(format_accumulated(config.optimizer, report.accumulated))
     lines += ["", f"{'parameter group':<18}{'rank':>5}{'steps':>10}{'epochs':>10}  law or reason"]
     for row in report.groups.to_dict("records"):
         rank = f"{row['rank']:.0f}" if row["prediction"] else "-"
@@ -222,3 +229,16 @@ def format_report(config, report, notes: list[str]) -> str:
     )
     lines += [f"note: {note}" for note in notes]
     return "\n".join(lines)
+
+
+def format_accumulated(optimizer: str, totals: dict) -> str:
+    """The run's accumulated regularization (:mod:`initmem.theory.units`, the numbers of
+    ``sweep run --dry-run``), with the noise unit it adds."""
+    from initmem.theory.units import noise_unit
+
+    return (
+        f"accumulated regularization over the run (theory.units, as sweep run --dry-run): "
+        f"accumulated = {totals['accumulated']:.3g} (explicit + {noise_unit(optimizer)}); "
+        f"explicit = {totals['explicit']:.3g}, sgd_noise = {totals['sgd_noise']:.3g}, "
+        f"adam = {totals['adam']:.3g}"
+    )
