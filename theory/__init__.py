@@ -13,6 +13,7 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
 - :mod:`~initmem.theory.checks`: the argument checks every theory module shares.
 - :mod:`~initmem.theory.schedule`: a run's schedule (per-step lr factors, checks).
 - :mod:`~initmem.theory.units`: every unit of forgetting of a pipeline (the one definition).
+- :mod:`~initmem.theory.criterion`: what "forgotten" means (``FORGETTING``: norm memory <= 1/e), shared by every room.
 - :mod:`~initmem.theory.forgetting`: every mechanism's forgetting time for one pipeline.
 - :mod:`~initmem.theory.simulate`, :mod:`~initmem.theory.normalized_sim`: simulators used by the tests.
 """
@@ -23,6 +24,7 @@ import importlib
 #: which RunConfig's validation uses) loads neither pandas nor torch.
 _SUBMODULES = (
     "checks",
+    "criterion",
     "deep_linear",
     "empirical_kernels",
     "forgetting",
@@ -39,6 +41,8 @@ _SUBMODULES = (
 )
 #: Public name -> the submodule that defines it.
 _HOMES = {
+    "FORGETTING": "criterion",
+    "ForgettingCriterion": "criterion",
     "ForgettingReport": "forgetting",
     "Pipeline": "forgetting",
     "predict_forgetting": "forgetting",
@@ -70,12 +74,15 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "FORGETTING",
+    "ForgettingCriterion",
     "ForgettingReport",
     "Kernel",
     "Pipeline",
     "accumulated_regularization",
     "accumulated_units",
     "checks",
+    "criterion",
     "deep_linear",
     "empirical_kernels",
     "empirical_ntk",

@@ -36,7 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--alpha", type=float, help="init scale to forget (default: the config's; 2 if that is 1)"
     )
     parser.add_argument(
-        "--tol", type=float, default=0.1, help="forgotten when |ln eff_lr ratio| <= TOL (0.1)"
+        "--tol",
+        type=float,
+        help="absolute threshold on |ln eff_lr ratio| in place of the shared criterion "
+        "(default: norm memory <= 1/e, initmem.theory.criterion)",
     )
     grad = parser.add_mutually_exclusive_group()
     grad.add_argument(
@@ -196,9 +199,9 @@ def format_report(config, report, notes: list[str]) -> str:
         f"l2={config.l2:g} weight_decay={config.weight_decay:g} batch={config.batch_size}; "
         f"{config.total_steps:,} steps = {config.total_steps / config.steps_per_epoch:g} epochs "
         f"x {config.steps_per_epoch} steps ({config.schedule} schedule)",
-        f"alpha = {report.alpha:g} vs 1; forgotten when |ln(eff_lr(alpha) / eff_lr(1))| <= "
-        f"{report.assumptions['tol']:g}; BN-conv fan-ins {report.assumptions['fan_ins']} "
-        "(each mechanism: its slowest layer)",
+        f"alpha = {report.alpha:g} vs 1; forgotten: {report.assumptions['forgetting']}, "
+        f"|ln(eff_lr(alpha) / eff_lr(1))| <= {report.assumptions['tol']:.3g}; BN-conv fan-ins "
+        f"{report.assumptions['fan_ins']} (each mechanism: its slowest layer)",
         "",
         f"{'mechanism':<16}{'acts':<6}{'steps':>10}{'epochs':>10}{'left at end':>13}  formula",
     ]
@@ -211,7 +214,8 @@ def format_report(config, report, notes: list[str]) -> str:
     lines += [
         "",
         f"dominant: {report.dominant}",
-        f"predicted forgetting time: {_num(report.steps)} steps ({_num(report.epochs)} epochs)",
+        f"predicted forgetting time ({report.assumptions['forgetting']}): {_num(report.steps)} "
+        f"steps ({_num(report.epochs)} epochs)",
     ]
     if report.accumulated is not None:
         lines.append(format_accumulated(config.optimizer, report.accumulated))

@@ -81,6 +81,7 @@ def test_explicit_arguments(config_file, capsys):
     )
     assert out["alpha"] == 0.5
     assert out["assumptions"] == {
+        "forgetting": "|ln eff_lr ratio| <= tol = 0.2 (absolute)",
         "tol": 0.2,
         "grad_sq_unit": 0.02,
         "grad_sq_unit_source": "given",
@@ -135,8 +136,15 @@ def test_head_group_options_reach_the_logit_scale_laws(config_file, capsys):
     adam = ["--config", str(config_file), "--set", "optimizer=adam", "--set", "l2=5e-4"]
     out = run_json(capsys, *adam, "--equilibrium-gain", "1.5")
     head = groups(out)["head_logit_scale"]
+    from initmem.theory.criterion import FORGETTING
+
     expected = adam_logit_scale_forgetting_steps(
-        4.0, 1e-3, l2=5e-4, equilibrium_gain=1.5, betas=(0.9, 0.999), tol=0.1
+        4.0,
+        1e-3,
+        l2=5e-4,
+        equilibrium_gain=1.5,
+        betas=(0.9, 0.999),
+        tol=FORGETTING.tolerance(2 * math.log(4.0)),  # the shared criterion: one e-fold of 2 ln 4
     )
     assert head["prediction"] is True and head["steps"] == pytest.approx(expected, rel=1e-12)
     assert out["forgets_last"] in groups(out)
