@@ -32,6 +32,7 @@ import pandas as pd
 
 from initmem.bridge import measure, predict, stats
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN, BridgeDataError
+from initmem.theory.criterion import FORGETTING
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
 MEMORIES = ("norm", "norm per layer", "spread", "disagreement")
@@ -306,7 +307,10 @@ class BridgeReport:
         """A short plain-text summary: per-pipeline times, the identity check, fits, the verdict."""
         lines = [f"bridge: {self.runs['pipeline'].nunique()} pipelines, {len(self.runs)} runs"]
         if not self.pipelines.empty:
-            lines.append("norm-memory forgetting time (steps; '>' = not forgotten within the run):")
+            lines.append(
+                f"norm-memory forgetting time (steps; forgotten: {FORGETTING.name}, the time scale "
+                "of a fit exp(-t/tau); '>' = not forgotten within the run):"
+            )
             for _, row in self.pipelines.iterrows():
                 lines.append(
                     f"  {row['label']}: measured "

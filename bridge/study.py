@@ -35,6 +35,7 @@ import pandas as pd
 
 from initmem.bridge import stats
 from initmem.bridge.measure import SCALE_INVARIANT_MEAN
+from initmem.theory.criterion import FORGETTING
 
 #: A memory whose permutation p-value is below this counts as above its noise floor.
 ALPHA_LEVEL = 0.05
@@ -62,7 +63,7 @@ FUNCTION_COLUMNS = [
 COLLAPSE_R2 = 0.5
 #: Norm memory below this at the end of the run: the alphas' effective learning rates converged
 #: (the memory shrank by e, the definition of a forgetting time).
-FORGOTTEN_LEVEL = math.exp(-1.0)
+FORGOTTEN_LEVEL = FORGETTING.level
 
 
 @dataclass
@@ -287,7 +288,7 @@ def norm_sentences(table: pd.DataFrame) -> list[str]:
             state = "the effective learning rates of the alphas stayed apart"
         else:
             state = "cannot tell at this size whether the effective learning rates converged"
-        lines.append(f"{row['label']}: {state} ({numbers}; converged means below 1/e).")
+        lines.append(f"{row['label']}: {state} ({numbers}; converged means {FORGETTING.name}).")
     return lines
 
 
@@ -764,6 +765,8 @@ def document(
         f"- A run interpolates when its final train accuracy is >= {_threshold_pct()}. Function-memory "
         "statistics use, per pipeline, the seeds whose runs interpolate at every alpha; a pipeline "
         "with fewer than 2 such seeds is left out of them.",
+        f"- Forgotten means {FORGETTING.name}: {FORGETTING.definition} (initmem.theory.criterion; "
+        "the theory, the report and the bridge use the same).",
         "- A forgetting time not reached within the run is censored: reported as a lower bound "
         "and left out of the measured-vs-predicted fit.",
         "- The decision: accumulated regularization against epochs only, on the paired difference "

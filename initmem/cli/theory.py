@@ -1,6 +1,7 @@
 """``initmem theory``: every mechanism's predicted forgetting time for a training config.
 
     initmem theory --config FILE [--set key=value ...] [--json] [--alpha A] [--tol T]
+    initmem theory --from-run RUN_DIR [--json] [--alpha A] [--tol T]
                    [--grad-sq-unit G | --per-example-grad-sq-unit S] [--fan-in N ...]
 
 Maps the run config (``docs/run-format.md``) to :class:`initmem.theory.forgetting.Pipeline`
@@ -31,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "in steps and epochs, and which one dominates (initmem.theory.forgetting).",
     )
     add_config_arguments(parser)
+    parser.add_argument(
+        "--from-run",
+        metavar="RUN_DIR",
+        help="a trained run folder: its config, its logged gradient scale G per layer and its "
+        "layer shapes, and the law's time for it beside its measured norm memory",
+    )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument(
         "--alpha", type=float, help="init scale to forget (default: the config's; 2 if that is 1)"
@@ -129,17 +136,36 @@ def pipeline_from_config(config):
 
 def run(args: argparse.Namespace) -> int:
     """Print the prediction table (or JSON). Returns 0, or 2 for a bad config or argument."""
+    from initmem.bridge.measure import BridgeDataError
     from initmem.empirical.config import ConfigError, RunConfig
     from initmem.theory.forgetting import predict_forgetting
 
+    measured = None
     try:
-        config = RunConfig.from_file(args.config, args.overrides)
+        if args.from_run is not None:
+            if args.config is not None or args.overrides:
+                raise ValueError(
+                    "--from-run takes the run's own config: leave out --config / --set"
+                )
+            if args.grad_sq_unit is not None or args.per_example_grad_sq_unit is not None:
+                raise ValueError("--from-run measures the gradient scale: leave out --grad-sq-unit")
+            measured = from_run(args.from_run)
+            config = measured.config
+        else:
+            config = RunConfig.from_file(args.config, args.overrides)
         notes = []
+        warnings = []
+        if measured is None and args.grad_sq_unit is None and args.per_example_grad_sq_unit is None:
+            warnings.append(PLACEHOLDER_WARNING)
         alpha = config.alpha if args.alpha is None else args.alpha
         if alpha == 1.0 and args.alpha is None:
             alpha = 2.0
             notes.append("alpha = 1 is the reference: showing alpha = 2 (use --alpha)")
         fan_ins = list(args.fan_in) or model_fan_ins(config)
+        grad_sq_unit = args.grad_sq_unit
+        if measured is not None:  # one entry per logged layer, with its own G
+            fan_ins = list(measured.layers["fan_in"])
+            grad_sq_unit = list(measured.layers["grad_sq_unit_per_filter"])
         if not fan_ins:
             fan_ins = [FALLBACK_FAN_IN]
             notes.append(f"model unavailable: fan-in {FALLBACK_FAN_IN} assumed (use --fan-in)")
@@ -160,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             alpha,
             fan_ins=fan_ins,
             inv_init_sq_per_coord=model_inv_init_sq(config),
-            grad_sq_unit=args.grad_sq_unit,
+            grad_sq_unit=grad_sq_unit,
             per_example_grad_sq_unit=args.per_example_grad_sq_unit,
             tol=args.tol,
             logit_scale=args.logit_scale,
@@ -168,20 +194,94 @@ def run(args: argparse.Namespace) -> int:
             head_and_bn_scaled=head_and_bn_scaled(config),
             equilibrium_gain=args.equilibrium_gain,
         )
-    except (ConfigError, ValueError) as err:
+    except (ConfigError, BridgeDataError, ValueError, OSError) as err:
         return fail(" ".join(str(err).split()))
+    if measured is not None:
+        report.assumptions["grad_sq_unit_source"] = (
+            f"measured per layer from the run's logs ({measured.source}); the largest shown"
+        )
     if args.json:
         out = report.to_dict()
         out.update(
             steps_per_epoch=config.steps_per_epoch,
             total_steps=config.total_steps,
+            warnings=warnings,
             notes=notes,
             config=config.to_dict(),
         )
+        if measured is not None:
+            out["from_run"] = from_run_dict(measured)
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
-        print(format_report(config, report, notes))
+        text = format_report(config, report, notes)
+        if measured is not None:
+            text += "\n\n" + format_from_run(measured)
+        print("\n".join([*(f"warning: {w}" for w in warnings), text]))
     return 0
+
+
+#: Printed first when the SGD times rest on the placeholder gradient scale.
+PLACEHOLDER_WARNING = (
+    "no run given: the SGD-noise and adaptive times rest on a placeholder gradient scale (|g_hat|^2 = 1 per example / "
+    "batch_size per filter, not a measurement; over 0.01-10 per example the time moves severalfold); "
+    "give --from-run RUN_DIR (a trained run's logged G) or --grad-sq-unit G"
+)
+
+
+def from_run(run_dir: str):
+    """The bridge's prediction for a trained run (:func:`initmem.bridge.from_run.run_prediction`)."""
+    from initmem.bridge.from_run import run_prediction  # pandas and the run's logs: only here
+
+    return run_prediction(run_dir)
+
+
+def from_run_dict(measured) -> dict:
+    """JSON-ready: the run's law time, its source, the criterion, the layers' G and the curves."""
+
+    def clean(value):
+        value = float(value)
+        return None if math.isnan(value) else ("inf" if math.isinf(value) else value)
+
+    return {
+        "run_dir": str(measured.run_dir),
+        "reference_alpha": measured.reference_alpha,
+        "forgetting": measured.forgetting,
+        "tau_steps": clean(measured.tau_steps),
+        "tau_fit_steps": clean(measured.tau_fit_steps),
+        "tau_epochs": clean(measured.tau_epochs),
+        "forgotten": measured.forgotten,
+        "source": measured.source,
+        "layers": [
+            {k: (v if isinstance(v, str) else clean(v)) for k, v in row.items()}
+            for row in measured.layers.to_dict("records")
+        ],
+        "curve": [{k: clean(v) for k, v in r.items()} for r in measured.curve.to_dict("records")],
+    }
+
+
+def format_from_run(measured) -> str:
+    """The law's time for the run (the bridge's statistic) and the predicted norm memory beside
+    the measured one."""
+    time = (
+        f"{measured.tau_steps:.4g} steps ({measured.tau_epochs:.3g} epochs)"
+        if measured.forgotten
+        else f"> {measured.tau_steps:.4g} steps: not forgotten within the run (fit "
+        f"{measured.tau_fit_steps:.4g})"
+    )
+    lines = [
+        f"from the run {measured.run_dir} (alpha {measured.config.alpha:g} vs "
+        f"{measured.reference_alpha:g}; G logged per layer, from {measured.source}):",
+        f"law fed with the logged G, fitted over the logged steps as the bridge does "
+        f"({measured.forgetting}): {time}",
+        f"{'step':>8}{'predicted m':>14}{'measured m':>13}",
+    ]
+    for row in measured.curve.itertuples(index=False):
+        lines.append(f"{row.step:>8.0f}{_num(row.predicted):>14}{_num(row.measured):>13}")
+    if measured.curve["measured"].isna().all():
+        lines.append(
+            "measured m needs a run of the reference alpha with the same seed in the run's sweep"
+        )
+    return "\n".join(lines)
 
 
 def _num(value: float, *, percent: bool = False) -> str:
