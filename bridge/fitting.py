@@ -206,6 +206,13 @@ def unit_verdict(units: pd.DataFrame, good: float = 0.5) -> list[str]:
                 f"{memory}: one pipeline only, so every unit fits alike: no collapse test."
             )
             continue
+        if group["n_pipelines"].max() < stats.MIN_DECISION_PIPELINES:
+            lines.append(
+                f"{memory}: cannot tell at this size which unit collapses the pipelines: "
+                f"{group['n_pipelines'].max()} pipelines, the comparison needs "
+                f"{stats.MIN_DECISION_PIPELINES} or more."
+            )
+            continue
         best = group["r2"].idxmax()
         acc = group["r2"].get("accumulated", np.nan)
         epochs = group["r2"].get("epochs", np.nan)
@@ -327,14 +334,15 @@ class BridgeReport:
                 f"{self.identity['hash'].nunique()} runs x {self.identity['layer'].nunique()} "
                 f"BN-followed convs ({verdict} {predict.IDENTITY_TOLERANCE:.0%})"
             )
-        main = self.fit[(self.fit["points"] == "all")] if not self.fit.empty else self.fit
+        # fits over the pipelines forgotten within the run: censored times are lower bounds
+        main = self.fit[(self.fit["points"] == "forgotten")] if not self.fit.empty else self.fit
         for _, row in main.iterrows():
             if row["measured"] in ("norm", "spread") and row["n"] >= 3:
                 lines.append(
                     f"fit ln({row['measured']} time) ~ ln({row['predicted']} time): slope "
                     f"{row['slope']:.2f} [{row['slope_lo']:.2f}, {row['slope_hi']:.2f}], intercept "
                     f"{row['intercept']:.2f}, R^2 {row['r2']:.2f} [bootstrap {row['r2_lo']:.2f}, "
-                    f"{row['r2_hi']:.2f}] (n = {row['n']})"
+                    f"{row['r2_hi']:.2f}] (n = {row['n']} pipelines forgotten within the run)"
                 )
         lines += self.verdict
         lines += [f"note: {n}" for n in self.notes]
