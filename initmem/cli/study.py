@@ -48,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from initmem.bridge import BridgeDataError
+    from initmem.bridge.framing import reproduce_command
     from initmem.bridge.study import unit_study
     from initmem.bridge.study_plots import save_study_figures
     from initmem.empirical.sweep import SweepError as SweepFolderError
-    from initmem.empirical.sweep import SweepSpec
 
     if args.n_boot < 1:
         return fail(f"--n-boot must be >= 1 (got {args.n_boot})")
@@ -69,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
     doc = Path(args.doc) if args.doc else tables / "study.md"
     figures = save_study_figures(study, doc.with_suffix(""))
     relative = {k: os.path.relpath(v, doc.parent) for k, v in figures.items()}
-    name = SweepSpec.from_file(Path(args.dir) / "sweep.toml").name
-    command = f"initmem sweep run {name} --out {args.dir}\ninitmem study {args.dir} --doc {doc}"
+    command = reproduce_command(args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time)
     doc.parent.mkdir(parents=True, exist_ok=True)
     wall = f"{args.wall_time} ".lstrip() + (
         f"The analysis (`initmem study`, {args.n_boot} bootstrap resamples) took "
