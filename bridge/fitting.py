@@ -51,6 +51,7 @@ from initmem.bridge.units import (
 from initmem.empirical import curves, markdown, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
 from initmem.empirical.memory import spread_table
+from initmem.theory.criterion import FORGETTING
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
 MEMORIES = ("norm", "norm per layer", "spread", "disagreement")
@@ -115,6 +116,13 @@ def unit_verdict(units: pd.DataFrame, good: float = COLLAPSE_R2) -> list[str]:
         if group["n_pipelines"].max() < 2:
             lines.append(
                 f"{memory}: one pipeline only, so every unit fits alike: no collapse test."
+            )
+            continue
+        if group["n_pipelines"].max() < stats.MIN_DECISION_PIPELINES:
+            lines.append(
+                f"{memory}: cannot tell at this size which unit collapses the pipelines: "
+                f"{group['n_pipelines'].max()} pipelines, the comparison needs "
+                f"{stats.MIN_DECISION_PIPELINES} or more."
             )
             continue
         best = group["r2"].idxmax()
@@ -220,7 +228,10 @@ class BridgeReport:
         """A short plain-text summary: per-pipeline times, the identity check, fits, the verdict."""
         lines = [f"bridge: {self.runs['pipeline'].nunique()} pipelines, {len(self.runs)} runs"]
         if not self.pipelines.empty:
-            lines.append("norm-memory forgetting time (steps; '>' = not forgotten within the run):")
+            lines.append(
+                f"norm-memory forgetting time (steps; forgotten: {FORGETTING.name}, the time scale "
+                "of a fit exp(-t/tau); '>' = not forgotten within the run):"
+            )
             for _, row in self.pipelines.iterrows():
                 lines.append(
                     f"  {row['label']}: measured "
@@ -237,14 +248,15 @@ class BridgeReport:
                 f"{self.identity['hash'].nunique()} runs x {self.identity['layer'].nunique()} "
                 f"BN-followed convs ({verdict} {predict.IDENTITY_TOLERANCE:.0%})"
             )
-        main = self.fit[(self.fit["points"] == "all")] if not self.fit.empty else self.fit
+        # fits over the pipelines forgotten within the run: censored times are lower bounds
+        main = self.fit[(self.fit["points"] == "forgotten")] if not self.fit.empty else self.fit
         for _, row in main.iterrows():
             if row["measured"] in ("norm", "spread") and row["n"] >= 3:
                 lines.append(
                     f"fit ln({row['measured']} time) ~ ln({row['predicted']} time): slope "
                     f"{row['slope']:.2f} [{row['slope_lo']:.2f}, {row['slope_hi']:.2f}], intercept "
                     f"{row['intercept']:.2f}, R^2 {row['r2']:.2f} [bootstrap {row['r2_lo']:.2f}, "
-                    f"{row['r2_hi']:.2f}] (n = {row['n']})"
+                    f"{row['r2_hi']:.2f}] (n = {row['n']} pipelines forgotten within the run)"
                 )
         lines += self.verdict
         lines += [f"note: {n}" for n in self.notes]

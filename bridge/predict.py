@@ -3,7 +3,7 @@
 Three kinds of prediction, all in optimizer steps:
 
 * **Accumulated regularization** (:func:`initmem.bridge.units.evaluation_units`): for each run and evaluation, the running
-  sums of :func:`initmem.theory.schedule.accumulated_regularization` over the run's own per-step
+  sums of :func:`initmem.theory.units.unit_increments` (the one definition) over the run's own per-step
   schedule (:func:`initmem.theory.schedule.lr_multipliers`, as the trainer applies it), in the
   candidate units of forgetting of :data:`UNITS`.
 * **Normalized-weight laws** (:func:`predicted_memory_curves`): the norm memory that

@@ -91,7 +91,9 @@ def unit_bootstrap(
       ``r2_cv_lo``, ``r2_cv_hi`` (:func:`lopo_r2`), ``n_boot``;
     * ``decision``: one row per memory: ``diff`` = ``r2_cv(accumulated) - r2_cv(epochs)`` on the
       data, ``diff_lo``, ``diff_hi`` (``level`` percentile interval), ``n_pipelines``, ``winner``
-      ("accumulated", "epochs" or "cannot tell") and ``text`` (:func:`unit_decision_text`).
+      ("accumulated", "epochs" or "cannot tell"), ``reason`` (why the design cannot support a
+      verdict, :func:`decision_guard`; empty otherwise), ``n_boot_asked`` and ``text``
+      (:func:`unit_decision_text`).
     """
     rng = np.random.default_rng(seed)
     tail = (1 - level) / 2
@@ -145,6 +147,9 @@ def unit_bootstrap(
             lo, hi = np.quantile(diffs, [tail, 1 - tail]) if diffs.size else (np.nan, np.nan)
             diff = point[first] - point[second]
             winner = first if lo > 0 else second if hi < 0 else "cannot tell"
+            reason = decision_guard(members, (first, second), n_boot, int(diffs.size))
+            if reason is not None:
+                winner = "cannot tell"
             row = {
                 "memory": memory,
                 "r2_cv_accumulated": point[first],
@@ -155,11 +160,45 @@ def unit_bootstrap(
                 "level": level,
                 "n_pipelines": len(members),
                 "n_boot": int(diffs.size),
+                "n_boot_asked": n_boot,
                 "winner": winner,
+                "reason": reason or "",
             }
             row["text"] = unit_decision_text(row)
             decisions.append(row)
     return pd.DataFrame(rows), pd.DataFrame(decisions)
+
+
+#: The decision needs at least this many pipelines: leave-one-pipeline-out R^2 holds one out and
+#: fits the others, and two pipelines leave one curve to fit each time.
+MIN_DECISION_PIPELINES = 3
+#: At least this fraction of the bootstrap resamples must give a finite R^2 difference: an interval
+#: from the resamples that happened to be fittable describes a different population.
+MIN_BOOT_FRACTION = 0.9
+
+
+def decision_guard(members, units, n_boot: int, n_fitted: int) -> str | None:
+    """Why the design cannot support a verdict on ``units`` (None when it can).
+
+    ``members``: the memory's :class:`PipelineCube` s; ``units``: the two deciding units; ``n_boot``
+    resamples asked, ``n_fitted`` of them with a finite difference. Guards, in order: fewer than
+    :data:`MIN_DECISION_PIPELINES` pipelines; a unit whose total over the run is the same for every
+    pipeline (then it cannot order the pipelines and the R^2 comparison measures nothing); fewer than
+    :data:`MIN_BOOT_FRACTION` of the resamples fitted.
+    """
+    if len(members) < MIN_DECISION_PIPELINES:
+        return (
+            f"{len(members)} pipelines: the decision needs {MIN_DECISION_PIPELINES} or more "
+            "(leave-one-pipeline-out R^2)"
+        )
+    for unit in units:
+        totals = np.array([np.nanmax(np.asarray(c.units[unit], dtype=float)) for c in members])
+        totals = totals[np.isfinite(totals) & (totals > 0)]
+        if totals.size < 2 or np.ptp(np.log(totals)) < 1e-9:
+            return f"{unit} is the same for every pipeline ({totals[0] if totals.size else 0:.3g})"
+    if n_boot > 0 and n_fitted < MIN_BOOT_FRACTION * n_boot:
+        return f"only {n_fitted} of {n_boot} bootstrap resamples could be fitted"
+    return None
 
 
 def unit_decision_text(row) -> str:
@@ -171,6 +210,11 @@ def unit_decision_text(row) -> str:
         f"{row['n_pipelines']} pipelines"
     )
     memory = row["memory"]
+    if row.get("reason"):
+        return (
+            f"{memory}: cannot tell at this size whether accumulated regularization or epochs is "
+            f"the unit of forgetting: {row['reason']} ({numbers})."
+        )
     if row["winner"] == "accumulated":
         return (
             f"{memory}: accumulated regularization is a better unit of forgetting than epochs "
@@ -286,8 +330,11 @@ def __getattr__(name: str):
 
 __all__ = [
     "DECIDING_UNITS",
+    "MIN_BOOT_FRACTION",
+    "MIN_DECISION_PIPELINES",
     "PipelineCube",
     "cube_points",
+    "decision_guard",
     "memory_cubes",
     "unit_bootstrap",
     "unit_decision_text",

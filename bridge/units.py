@@ -214,6 +214,15 @@ def config_units(config, inv_init_sq_per_coord: float) -> dict[str, float]:
     return {k: float(v) for k, v in increments.sum().items()}
 
 
+def design_inv_init_sq(config: RunConfig, init: str = "expected") -> float:
+    """``d / |w_0|^2`` at alpha = 1 as a design states it before training: in expectation from the
+    ResNets' shapes (``init="expected"``, no torch), else, and for other models, of the drawn init
+    (:func:`init_inv_norm_sq`). The dry run and ``initmem theory`` both call it."""
+    if init == "expected" and config.model in RESNETS:
+        return expected_inv_init_sq_per_coord(config.model, config.width)
+    return init_inv_norm_sq(config)  # drawn (other models: no shape table)
+
+
 def design_table(configs, variants=None, *, init: str = "drawn") -> pd.DataFrame:
     """One row per pipeline of the given run configs (alpha and seed ignored), in first-seen order.
 
@@ -243,11 +252,7 @@ def design_table(configs, variants=None, *, init: str = "drawn") -> pd.DataFrame
         config = entry["config"]
         init_key = (config.model, config.width, config.seed)
         if init_key not in cache:
-            cache[init_key] = (
-                expected_inv_init_sq_per_coord(config.model, config.width)
-                if init == "expected" and config.model in RESNETS
-                else init_inv_norm_sq(config)  # drawn (other models: no shape table)
-            )
+            cache[init_key] = design_inv_init_sq(config, init)
         inv = cache[init_key]
         rows.append(
             {
@@ -317,6 +322,7 @@ def format_design(table: pd.DataFrame) -> str:
 
 
 __all__ = [
+    "design_inv_init_sq",
     "UNITS",
     "UNIT_DEFINITIONS",
     "config_units",

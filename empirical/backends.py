@@ -71,8 +71,10 @@ def run_local(
 
     On a GPU machine each worker is pinned to one GPU (``CUDA_VISIBLE_DEVICES``), ``runs_per_gpu``
     workers per GPU; the default is one worker per run slot (GPUs x runs_per_gpu), else one. Each
-    worker gets ``cpus // workers`` threads; ``cpus`` (or ``options["cpus"]``, as ``run_sweep``'s
-    ``backend_options`` arrive) defaults to this process's CPUs. Each worker has its next run queued
+    worker gets ``cpus // workers`` threads, ``workers`` as asked even when fewer tasks are left (the
+    runs of a resumed sweep get the threads of an uninterrupted one; a run's own ``threads`` field,
+    or the count it started on, wins: ``trainer.pin_threads``); ``cpus`` (or ``options["cpus"]``, as
+    ``run_sweep``'s ``backend_options`` arrive) defaults to this process's CPUs. Each worker has its next run queued
     while it trains (``PREFETCH_PER_WORKER``), so it starts it without waiting on the driver. Workers
     die with the driver (``PR_SET_PDEATHSIG``), so a killed sweep leaves no orphan holding a lock. A
     worker that dies (killed, out of memory) fails the runs it had started (``error.txt``); runs still
@@ -82,9 +84,9 @@ def run_local(
         return
     gpus = visible_gpus()
     workers = workers or (len(gpus) * runs_per_gpu if gpus else 1)
-    workers = min(workers, len(tasks))
     cpus = cpus or (options or {}).get("cpus") or available_cpus()
-    threads = max(1, cpus // workers)
+    threads = max(1, cpus // workers)  # of the workers asked: the last task gets what the first got
+    workers = min(workers, len(tasks))
     queue = deque(tasks)
     context = multiprocessing.get_context("spawn")
     while queue:

@@ -56,7 +56,14 @@ TEST_POOL_SIZES = {
 DEFAULT_VAL_FRACTION = 0.2
 
 #: Fields that do not change a run's numbers: left out of the content hash.
-NON_HASHED_FIELDS = ("out_dir", "data_dir", "quiet", "checkpoint_every", "eval_batch_size")
+NON_HASHED_FIELDS = (
+    "out_dir",
+    "data_dir",
+    "quiet",
+    "checkpoint_every",
+    "eval_batch_size",
+    "threads",
+)
 #: Seeds (``seed``, ``split_seed``) lie in ``0 <= seed < SEED_LIMIT`` (what every RNG we seed accepts).
 SEED_LIMIT = 2**32
 #: Names from other libraries that users write for a field: ``{alias: explanation}`` (did-you-mean).
@@ -103,7 +110,11 @@ class RunConfig:
     ``max_weight_norm`` (a larger total weight norm counts as divergence).
 
     Device: ``device`` in :data:`DEVICES`; ``precision`` in :data:`PRECISIONS` ("auto": bf16 autocast on
-    CUDA, fp32 on the CPU); ``channels_last``; ``compile`` (torch.compile); ``cudnn_benchmark``.
+    CUDA, fp32 on the CPU); ``channels_last``; ``compile`` (torch.compile); ``cudnn_benchmark``;
+    ``threads`` the run's CPU thread count (torch's intra-op threads; None: the count at the run's
+    first start, recorded in config.json and last.pt and kept on resume, which a sweep worker gets as
+    cpus // workers). Not hashed: on one machine the same thread count gives the same bits, and
+    ``threads`` fixes it.
 
     Output: ``out_dir`` the run folder; ``quiet`` no progress bar.
     """
@@ -146,6 +157,7 @@ class RunConfig:
     channels_last: bool = True
     compile: bool = False
     cudnn_benchmark: bool = True
+    threads: int | None = None
     out_dir: str = "runs/run"
     quiet: bool = False
 
@@ -303,7 +315,7 @@ class RunConfig:
             raise ConfigError("nesterov needs optimizer = 'sgd' and momentum > 0")
         for name in ("batch_size", "epochs", "eval_every", "checkpoint_every", "eval_batch_size"):
             _positive_int(name, getattr(self, name))
-        for name in ("train_size", "test_size", "steps"):
+        for name in ("train_size", "test_size", "steps", "threads"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
         if self.val_size is not None:

@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.deprecation import moved
+from initmem.theory.criterion import FORGETTING
 
 from . import tables
 from .curves import SCALE_INVARIANT_MEAN
@@ -68,7 +69,7 @@ from .deprecated import DEPRECATED
 ALPHA_LEVEL = 0.05
 #: Norm memory below this at the end of the run: the alphas' effective learning rates converged
 #: (the memory shrank by e, the definition of a forgetting time; M4).
-FORGOTTEN_LEVEL = math.exp(-1.0)
+FORGOTTEN_LEVEL = FORGETTING.level
 #: Keys of :func:`spread_memory` and :func:`disagreement_memory` (one pipeline's M1 to M3).
 FUNCTION_COLUMNS = [
     "alphas",
@@ -381,7 +382,7 @@ def norm_sentences(table: pd.DataFrame) -> list[str]:
             state = "the effective learning rates of the alphas stayed apart"
         else:
             state = "cannot tell at this size whether the effective learning rates converged"
-        lines.append(f"{row['label']}: {state} ({numbers}; converged means below 1/e).")
+        lines.append(f"{row['label']}: {state} ({numbers}; converged means {FORGETTING.name}).")
     return lines
 
 

@@ -43,6 +43,7 @@ from initmem.empirical.tables import (
     load_sweep,
     pipeline_columns,
 )
+from initmem.theory.criterion import FORGETTING
 
 FIGURE_DPI = 120
 
@@ -115,7 +116,7 @@ def write_report(
         "init scale sets (|w| grows with alpha). Per pipeline, from the data: the norm memory at "
         "the end (log-ratio of these weights' norms between the largest and the smallest alpha over "
         "its value at init, mean over layers and seeds, 95% t-interval over seeds); the lines "
-        "converged when it is below 1/e.",
+        f"converged when alpha is forgotten: {FORGETTING.name} ({FORGETTING.definition}).",
         "",
         *[f"- {line}" for line in _convergence_lines(finished, layers)],
         "",

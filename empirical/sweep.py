@@ -61,7 +61,7 @@ from typing import Any
 
 from initmem.deprecation import moved
 
-from . import backends, runfolder
+from . import backends, loggers, runfolder
 from .config import ConfigError, RunConfig, unknown_field_message
 from .deprecated import DEPRECATED
 from .workers import DEFAULT_TRAINER, resolve_trainer
@@ -74,7 +74,7 @@ else:  # pragma: no cover
 #: Keys allowed at the top of a sweep file.
 SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep")
 #: Keys of the optional ``[sweep]`` table (sweep-level options; the command line overrides them).
-SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit")
+SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit", "logger")
 BACKENDS = tuple(backends.BACKENDS)
 #: Sweeps of this many runs or more show a progress bar while they are expanded and validated.
 PROGRESS_MIN_RUNS = 100_000
@@ -507,6 +507,8 @@ class SweepStatus:
     failures: tuple[tuple[str, str, str], ...] = ()  # (hash, variant, first line of error.txt)
     damaged: int = 0  # runs whose result.json cannot be trusted (a sweep run trains them again)
     damages: tuple[tuple[str, str, str], ...] = ()  # (hash, variant, what is wrong and the fix)
+    #: per running run: (hash, variant, epochs logged so far, epochs of the run)
+    progress: tuple[tuple[str, str, int, int], ...] = ()
 
     @property
     def done(self) -> int:
@@ -517,6 +519,9 @@ class SweepStatus:
         values = dataclasses.asdict(self) | {"done": self.done}
         values["failures"] = [{"hash": h, "variant": v, "error": e} for h, v, e in self.failures]
         values["damages"] = [{"hash": h, "variant": v, "damage": d} for h, v, d in self.damages]
+        values["progress"] = [
+            {"hash": h, "variant": v, "epoch": e, "epochs": t} for h, v, e, t in self.progress
+        ]
         return values
 
     def summary(self) -> str:
@@ -530,10 +535,11 @@ class SweepStatus:
 
 def sweep_status(sweep_dir: str | Path, runs: list[SweepRun] | None = None) -> SweepStatus:
     """Count the run states of a sweep folder (reads result.json files and probes the locks): of the
-    manifest's runs, or of ``runs`` (a driver's own, whatever another driver wrote there since)."""
+    manifest's runs, or of ``runs`` (a driver's own, whatever another driver wrote there since), with
+    each running run's progress (the last epoch in its log.jsonl, of the run's epochs)."""
     counts = dict.fromkeys(runfolder.RUN_STATES, 0)
     resumable = 0
-    failures, damages = [], []
+    failures, damages, progress = [], [], []
     for run in read_manifest(sweep_dir) if runs is None else runs:
         run_dir = run.run_dir(sweep_dir)
         state = runfolder.run_state(run_dir)
@@ -544,7 +550,12 @@ def sweep_status(sweep_dir: str | Path, runs: list[SweepRun] | None = None) -> S
             failures.append((run.hash, run.variant, runfolder.failure_message(run_dir)))
         if state == "damaged":
             damages.append((run.hash, run.variant, runfolder.damage(run_dir)))
+        if state == "running":
+            log = runfolder.read_log(run_dir)
+            epoch = int(log[-1]["epoch"]) if log else 0
+            progress.append((run.hash, run.variant, epoch, run.config.total_epochs))
     return SweepStatus(
+        progress=tuple(progress),
         total=sum(counts.values()),
         resumable=resumable,
         failures=tuple(failures),
@@ -631,6 +642,9 @@ def run_sweep(
     pack = pack if pack is not None else options.get("pack", 1)
     if not isinstance(pack, int) or isinstance(pack, bool) or pack < 1:
         raise SweepError(f"pack must be a positive integer (got {pack!r})")
+    logger = options.get("logger")
+    if (problem := loggers.check_logger(logger)) is not None:
+        raise SweepError(problem)
     try:
         trainer_function = resolve_trainer(trainer)  # fail now, not on every worker
     except (ValueError, ImportError, AttributeError) as err:
@@ -643,6 +657,8 @@ def run_sweep(
         for r in runs
         if runfolder.run_state(r.run_dir(sweep_dir)) not in runfolder.FINISHED_STATES
     ]
+    if logger is not None:  # each worker writes its run's event file when the run has finished
+        unfinished = [task | {"logger": logger} for task in unfinished]
     todo = pack_tasks(unfinished, pack)
     extra = dict(backend_options or {})
     if backend == "ray":

@@ -45,6 +45,7 @@ carries on across a resume.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import shlex
 import time
@@ -218,10 +219,12 @@ class RunSession:
                 session.result = load_result(config.out_dir)
                 return session  # nothing to train: the lock is released on leaving the block
             started = time.perf_counter()  # wall time counts data loading and model building too
+            state = files.load_torch("last.pt") if files.path("last.pt").is_file() else None
+            config = pin_threads(config, None if state is None else state.get("threads"))
             session = cls(config, files, Trainer(config, data, download=download), started)
-            if files.path("last.pt").is_file():
+            if state is not None:
                 _check_same_data(files, session.trainer.data.describe(), allow_other_data)
-                session._restore(files.load_torch("last.pt"))
+                session._restore(state)
             else:
                 files.start(
                     config, session.trainer.data.describe(), session.trainer.describe_model()
@@ -322,6 +325,7 @@ class RunSession:
             "hash": cfg.hash,
             # the clock reading of the last evaluation logged: a resume checks the log is this run's
             "logged_wall_time": self.files.records[-1]["wall_time"] if self.files.records else None,
+            "threads": cfg.threads,
         }
         self.files.save_torch("last.pt", state)
         self.checkpointed_epoch = trainer.epoch
@@ -476,6 +480,21 @@ def _cudnn_flags(config: RunConfig, device: torch.device):
 
 
 # ==================================================================================== the optimization
+def pin_threads(config: RunConfig, recorded: int | None = None) -> RunConfig:
+    """Fix this process's torch thread count for one run; return the config recording it.
+
+    The count is ``config.threads`` when set, else ``recorded`` (the count of the run's first start,
+    kept in ``last.pt``: a resumed run computes on the threads it started on), else the process's
+    current count (what a sweep's backend gave its worker). On one machine a run's numbers depend
+    on its thread count (the order of floating-point reductions), so a run that keeps it gives the
+    same bits however often it was interrupted.
+    """
+    threads = config.threads or recorded or torch.get_num_threads()
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return config if config.threads == threads else dataclasses.replace(config, threads=threads)
+
+
 def resolve_device(device: str) -> torch.device:
     """``auto`` -> CUDA if available, else the CPU."""
     if device == "auto":

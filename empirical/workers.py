@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import RunConfig
+from .loggers import write_events
 from .runfolder import (
     clear_failure,
     failure_message,
@@ -197,11 +198,17 @@ def _failed_outcome(task: dict[str, Any], start: float) -> Outcome:
 
 
 def _finished_outcome(task: dict[str, Any], result: dict[str, Any], start: float) -> Outcome:
+    message = str(result.get("reason") or "")
+    if task.get("logger"):  # the sweep's logging hook: from the finished run's log
+        try:
+            write_events(task["run_dir"], task["logger"])
+        except Exception as err:  # noqa: BLE001 - the run is finished; the logger's failure is said
+            message = (f"{message}; " if message else "") + f"logger {task['logger']} failed: {err}"
     return {
         "hash": task["hash"],
         "variant": task["variant"],
         "status": str(result.get("status", "completed")),
-        "message": str(result.get("reason") or ""),
+        "message": message,
         "wall_s": time.monotonic() - start,
     }
 

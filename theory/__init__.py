@@ -11,8 +11,9 @@ Submodules (use them as namespaces, like neural-tangents' ``nt.predict`` and ``n
 - :mod:`~initmem.theory.logistic`: cross-entropy on a linear model (max margin, minimizers).
 - :mod:`~initmem.theory.logit_scale`: the head x last-BN-gain pair under cross-entropy.
 - :mod:`~initmem.theory.checks`: the argument checks every theory module shares.
-- :mod:`~initmem.theory.schedule`: accumulated regularization of a schedule.
+- :mod:`~initmem.theory.schedule`: a run's schedule (per-step lr factors, checks).
 - :mod:`~initmem.theory.units`: every unit of forgetting of a pipeline (the one definition).
+- :mod:`~initmem.theory.criterion`: what "forgotten" means (``FORGETTING``: norm memory <= 1/e), shared by every room.
 - :mod:`~initmem.theory.forgetting`: every mechanism's forgetting time for one pipeline.
 - :mod:`~initmem.theory.simulate`, :mod:`~initmem.theory.normalized_sim`: simulators used by the tests.
 """
@@ -23,6 +24,7 @@ import importlib
 #: which RunConfig's validation uses) loads neither pandas nor torch.
 _SUBMODULES = (
     "checks",
+    "criterion",
     "deep_linear",
     "empirical_kernels",
     "forgetting",
@@ -39,6 +41,8 @@ _SUBMODULES = (
 )
 #: Public name -> the submodule that defines it.
 _HOMES = {
+    "FORGETTING": "criterion",
+    "ForgettingCriterion": "criterion",
     "ForgettingReport": "forgetting",
     "Pipeline": "forgetting",
     "predict_forgetting": "forgetting",
@@ -47,6 +51,7 @@ _HOMES = {
     "normalized_forgetting": "normalized",
     "gradient_descent_mse": "ntk",
     "accumulated_regularization": "schedule",
+    "accumulated_units": "units",
     "empirical_ntk": "empirical_kernels",
 }
 
@@ -69,11 +74,15 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "FORGETTING",
+    "ForgettingCriterion",
     "ForgettingReport",
     "Kernel",
     "Pipeline",
     "accumulated_regularization",
+    "accumulated_units",
     "checks",
+    "criterion",
     "deep_linear",
     "empirical_kernels",
     "empirical_ntk",

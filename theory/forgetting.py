@@ -37,7 +37,11 @@ affine (an explicit "no prediction" row). The groups with a prediction are ranke
 ``forgets_last`` names the slowest (ties: the first in :data:`GROUPS` order).
 
 Units: optimizer steps, and epochs (steps / steps_per_epoch) when the pipeline knows its epoch
-length. Forgetting means ``|ln(eff_lr(alpha) / eff_lr(1))| <= tol`` for the BN weights.
+length. Forgetting is the one criterion of :mod:`initmem.theory.criterion` (``FORGETTING``): the
+norm memory ``m = ln eff_lr ratio / its value at init`` of the BN weights at or below 1/e, i.e.
+``|ln(eff_lr(alpha) / eff_lr(1))| <= 2 |ln alpha| / e`` (one e-fold of the initial deviation for the
+other groups); each time here is the first step of the law's noise-free curve that reaches it. An
+explicit ``tol`` (absolute, in nats) replaces the shared tolerance and the report says so.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from .checks import check_integer, check_number
+from .criterion import FORGETTING
 from .linear import null_space_forgetting_time
 from .logit_scale import (
     HEAD_ONLY_REFUSAL,
@@ -57,7 +62,6 @@ from .logit_scale import (
     required_log_contraction,
 )
 from .normalized import (
-    DEFAULT_TOL,
     AdaptiveMeanField,
     check_optimizer,
     decay_rate,
@@ -65,7 +69,7 @@ from .normalized import (
     normalized_forgetting,
     sgd_norm_law,
 )
-from .schedule import accumulated_regularization
+from .units import accumulated_units
 
 MECHANISMS = (
     "gradient_flow",
@@ -161,8 +165,10 @@ class ForgettingReport:
     NaN not applicable or no closed form), ``memory_left`` (fraction of the initial log-ratio
     ``2 ln alpha`` left at the end of the run, with its schedule; NaN without a run length),
     ``formula``. ``layers``: the same per BN-conv fan-in. ``dominant``: the fastest competing
-    mechanism (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: the
-    run's :func:`~initmem.theory.schedule.accumulated_regularization` (None without a length).
+    mechanism (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: every
+    unit of forgetting summed over the run, :func:`initmem.theory.units.accumulated_units` (the one
+    definition, momentum and the init's ``d / |w_0|^2`` included; what ``sweep run --dry-run`` and
+    the bridge print), None without a length.
     ``groups``: one row per parameter group (:data:`GROUPS`) with columns ``group``,
     ``prediction`` (False: an explicit "no prediction" row), ``steps``, ``epochs``, ``rank`` (1 =
     forgets first among the groups with a prediction; NaN without one) and ``formula`` (or the
@@ -410,6 +416,56 @@ def _group_table(pipeline, bn_steps, linear, head):
     return table[["group", "prediction", "steps", "epochs", "rank", "formula"]], last
 
 
+def _tolerance(tol: float | None, initial: float) -> float:
+    """``tol`` when given (absolute), else the shared criterion's for a statistic starting at
+    ``initial`` (:meth:`~initmem.theory.criterion.ForgettingCriterion.tolerance`); alpha = 1 has
+    nothing to forget (any positive tolerance gives time 0)."""
+    if tol is not None:
+        return tol
+    return FORGETTING.tolerance(initial) if initial != 0 else FORGETTING.level
+
+
+def _grad_sq_per_layer(pipeline, fan_ins, grad_sq_unit, per_example_grad_sq_unit) -> list[float]:
+    """|g_hat|^2 per step per filter for each entry of ``fan_ins``: ``grad_sq_unit`` (one number
+    or one per layer), else the estimate of :func:`~initmem.theory.normalized.grad_sq_unit_estimate`."""
+    if grad_sq_unit is not None and np.ndim(grad_sq_unit) > 0:
+        values = np.atleast_1d(check_number("grad_sq_unit", grad_sq_unit))
+        if len(values) != len(fan_ins):
+            raise ValueError(
+                f"grad_sq_unit must be one number or one per fan_in ({len(fan_ins)}; got {len(values)})"
+            )
+        return [float(v) for v in values]
+    value = grad_sq_unit_estimate(pipeline.batch_size, grad_sq_unit, per_example_grad_sq_unit)
+    return [value] * len(fan_ins)
+
+
+def _accumulated(pipeline, fan_ins, init_sq_per_coord, inv_init_sq_per_coord) -> dict | None:
+    """Every unit of forgetting summed over the run (:func:`~initmem.theory.units.accumulated_units`);
+    None without a run length. ``epochs`` is left out when the epoch length is unknown."""
+    lrs = pipeline.lrs
+    if lrs is None:
+        return None
+    if inv_init_sq_per_coord is None:
+        per_coord = [
+            1.0 / init_sq_per_coord if init_sq_per_coord is not None else 3.0 * fan_in
+            for fan_in in fan_ins
+        ]
+        inv_init_sq_per_coord = float(np.mean(per_coord))
+    totals = accumulated_units(
+        lrs,
+        optimizer=pipeline.optimizer,
+        batch_size=pipeline.batch_size,
+        steps_per_epoch=pipeline.steps_per_epoch or 1,
+        momentum=pipeline.momentum,
+        l2=pipeline.l2,
+        weight_decay=pipeline.weight_decay,
+        inv_init_sq_per_coord=check_number("inv_init_sq_per_coord", inv_init_sq_per_coord),
+    )
+    if not pipeline.steps_per_epoch:
+        totals.pop("epochs")
+    return totals
+
+
 _FORMULAS = {
     "gradient_flow": "d|w|^2/dt = -2 <w, g> = 0",
     "sgd_noise": "|w|^4_T = |w|^4_0 + 2 (lr/(1-mu))^2 sum |g_hat|^2",
@@ -424,9 +480,10 @@ def predict_forgetting(
     *,
     fan_ins=(576,),
     init_sq_per_coord: float | None = None,
-    grad_sq_unit: float | None = None,
+    inv_init_sq_per_coord: float | None = None,
+    grad_sq_unit=None,
     per_example_grad_sq_unit: float | None = None,
-    tol: float = DEFAULT_TOL,
+    tol: float | None = None,
     logit_scale: float | None = None,
     equilibrium_logit_scale: float | None = None,
     head_and_bn_scaled: bool = True,
@@ -438,10 +495,17 @@ def predict_forgetting(
     one 64-channel 3x3 conv); each mechanism's time is the slowest layer's (the memory lasts until
     every layer has forgotten), per-layer values in ``layers``. ``init_sq_per_coord``: init variance
     per coordinate at alpha = 1 (default ``1 / (3 fan_in)``, torch's default init).
-    ``grad_sq_unit``: measured |g_hat|^2 per step per filter; else ``per_example_grad_sq_unit /
-    batch_size`` (a placeholder of 1 per example unless given, see
-    :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: forgetting threshold on
-    ``|ln eff_lr ratio|``. Returns a :class:`ForgettingReport`.
+    ``inv_init_sq_per_coord``: mean over the BN-followed convs of ``d / |w_0|^2`` at alpha = 1, the
+    ``adam`` unit's init number (default: the mean over ``fan_ins`` of ``1 / init_sq_per_coord``;
+    ``initmem theory`` passes the value of the config's model at init, as the dry run does).
+    ``grad_sq_unit``: measured |g_hat|^2 per step per filter, one number or one per entry of
+    ``fan_ins`` (e.g. from a run's logs: ``initmem.bridge.predict.measured_grad_sq_unit``); else
+    ``per_example_grad_sq_unit / batch_size`` (a placeholder of 1 per example unless given, see
+    :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: None (default) applies the
+    shared criterion (:data:`initmem.theory.criterion.FORGETTING`: norm memory at or below 1/e,
+    ``|ln eff_lr ratio| <= 2 |ln alpha| / e``); a number is an absolute threshold on
+    ``|ln eff_lr ratio|`` (and on the other groups' statistics) instead. Returns a
+    :class:`ForgettingReport` whose ``assumptions["forgetting"]`` names the criterion.
 
     Cross-entropy groups (``ForgettingReport.groups``): the head x last-BN-gain pair forgets by
     :mod:`~initmem.theory.logit_scale`'s model (4) with ``logit_scale`` (RMS logit at alpha = 1 at
@@ -466,12 +530,16 @@ def predict_forgetting(
     fan_ins = [int(check_number("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
     if not fan_ins:
         raise ValueError("fan_ins must name at least one BN-followed conv")
-    grad_sq = grad_sq_unit_estimate(pipeline.batch_size, grad_sq_unit, per_example_grad_sq_unit)
+    grad_sqs = _grad_sq_per_layer(pipeline, fan_ins, grad_sq_unit, per_example_grad_sq_unit)
+    shared = tol is None
+    if not shared:
+        tol = check_number("tol", tol, strict=True)
+    tol_bn = _tolerance(tol, 2.0 * math.log(alpha))
 
     per_layer = []
     formulas = dict(_FORMULAS)
-    for fan_in in fan_ins:
-        rows, full = _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol)
+    for fan_in, grad_sq in zip(fan_ins, grad_sqs, strict=True):
+        rows, full = _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol_bn)
         formulas["pipeline"] = full.formula
         for name, (acts, steps, left) in rows.items():
             per_layer.append(
@@ -485,7 +553,9 @@ def predict_forgetting(
             )
     layers = pd.DataFrame(per_layer)
 
-    linear_acts, linear_steps, linear_formula = _linear_row(pipeline, alpha, tol)
+    linear_acts, linear_steps, linear_formula = _linear_row(
+        pipeline, alpha, _tolerance(tol, alpha - 1.0)
+    )
     formulas["linear_decay"] = linear_formula
     table_rows = []
     for name in MECHANISMS:
@@ -519,17 +589,13 @@ def predict_forgetting(
     else:
         dominant = "none"
     overall = table.set_index("mechanism").loc["pipeline"]
-    lrs = pipeline.lrs
-    accumulated = (
-        None
-        if lrs is None
-        else accumulated_regularization(
-            lrs, pipeline.l2 + pipeline.weight_decay, pipeline.batch_size
-        )
-    )
+    accumulated = _accumulated(pipeline, fan_ins, init_sq_per_coord, inv_init_sq_per_coord)
     assumptions = {
-        "tol": tol,
-        "grad_sq_unit": grad_sq,
+        "forgetting": FORGETTING.name
+        if shared
+        else f"|ln eff_lr ratio| <= tol = {tol:g} (absolute)",
+        "tol": tol_bn,
+        "grad_sq_unit": float(np.max(grad_sqs)),
         "grad_sq_unit_source": "given"
         if grad_sq_unit is not None
         else "per_example_grad_sq_unit / batch_size"
@@ -540,7 +606,7 @@ def predict_forgetting(
     head = _head_row(
         pipeline,
         alpha,
-        tol,
+        _tolerance(tol, (2.0 if head_and_bn_scaled else 1.0) * math.log(alpha)),
         init_scale=1.0 if logit_scale is None else logit_scale,
         equilibrium=equilibrium_logit_scale,
         equilibrium_gain=equilibrium_gain,

@@ -1,4 +1,8 @@
-"""Accumulated regularization of any per-step schedule: the unit in which forgetting is counted.
+"""A run's schedule: per-step learning-rate factors, schedule checks, and momentum-free sums.
+
+Accumulated regularization, the unit in which forgetting is counted, is defined once in
+:mod:`initmem.theory.units` (momentum and the init's ``d / |w_0|^2`` included);
+:func:`accumulated_regularization` here is its deprecated momentum-free special case.
 
 The forgetting laws of :mod:`initmem.theory.normalized` depend on a pipeline only through sums over
 optimizer steps t of the per-step learning rate ``lr_t`` and decay ``lambda_t``:
@@ -24,6 +28,7 @@ per-step factors of ``lr``, exactly as the trainer applies them (the trainer ind
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -45,7 +50,13 @@ def _per_step(name: str, values, length: int | None = None) -> np.ndarray:
 
 
 def accumulated_regularization(lrs, weight_decays, batch_size: int) -> dict[str, float]:
-    """Accumulated explicit regularization and SGD / Adam noise scales of a per-step schedule.
+    """Deprecated: momentum-free sums; use :func:`initmem.theory.units.accumulated_units`.
+
+    Accumulated explicit regularization and SGD / Adam noise scales of a per-step schedule, without
+    momentum's ``1 / (1 - mu)`` and the init's ``d / |w_0|^2``: for a heavy-ball pipeline these are
+    not the accumulated regularization that ``initmem theory``, the dry run, the bridge and the study
+    report (a factor ``1 / (1 - mu)`` on ``explicit`` with coupled L2, ``1 / (1 - mu)^2`` on the
+    noise). Warns (DeprecationWarning) and keeps its old numbers.
 
     ``lrs``: learning rate at each optimizer step (1-d); ``weight_decays``: the decay coefficient
     lambda_t at each step (1-d of the same length, or one number for all steps; for a pipeline with
@@ -56,6 +67,14 @@ def accumulated_regularization(lrs, weight_decays, batch_size: int) -> dict[str,
     ``d / |w_0|^2 = 1`` of :func:`initmem.theory.units.unit_increments`, the one definition of every
     unit of forgetting (momentum and the init norm included), which computes it.
     """
+    warnings.warn(
+        "initmem.theory.accumulated_regularization is deprecated: it leaves out momentum and the "
+        "init's d / |w_0|^2; use initmem.theory.units.accumulated_units(lrs, optimizer=..., "
+        "batch_size=..., steps_per_epoch=..., momentum=..., l2=..., weight_decay=...), the one "
+        "definition that initmem theory, the dry run and the bridge use",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     lrs = _per_step("lrs", lrs)
     if lrs.ndim != 1 or lrs.size == 0:
         raise ValueError("lrs must be a non-empty 1-d sequence, one learning rate per step")

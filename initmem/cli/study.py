@@ -55,16 +55,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
-    import shlex
     import time
     from pathlib import Path
     from urllib.parse import quote
 
     from initmem.bridge import BridgeDataError
+    from initmem.bridge.framing import reproduce_command
     from initmem.bridge.study import unit_study
     from initmem.bridge.study_plots import save_study_figures
     from initmem.empirical.sweep import SweepError as SweepFolderError
-    from initmem.empirical.sweep import SweepSpec, sweep_status
+    from initmem.empirical.sweep import sweep_status
 
     if args.n_boot < 1:
         return fail(f"--n-boot must be >= 1 (got {args.n_boot})")
@@ -90,14 +90,7 @@ def run(args: argparse.Namespace) -> int:
     study.bridge.decision.to_csv(tables / "decision.csv", index=False)
     figures = save_study_figures(study, doc.with_suffix(""))
     relative = {k: quote(os.path.relpath(v, doc.parent)) for k, v in figures.items()}
-    sweep_file = sweep_dir / "sweep.toml"
-    name = SweepSpec.from_file(sweep_file).name if sweep_file.is_file() else str(sweep_file)
-    command = "\n".join(
-        [
-            shlex.join(["initmem", "sweep", "run", name, "--out", str(sweep_dir)]),
-            shlex.join(["initmem", "study", str(sweep_dir), "--doc", str(doc)]),
-        ]
-    )
+    command = reproduce_command(args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time)
     doc.parent.mkdir(parents=True, exist_ok=True)
     wall = f"{args.wall_time} ".lstrip() + (
         f"The analysis (`initmem study`, {args.n_boot} bootstrap resamples) took "

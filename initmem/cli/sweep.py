@@ -196,6 +196,8 @@ def status_command(args: argparse.Namespace) -> int:
             else ""
         )
         print(f"  {'done' if key == 'completed' else key:<9} {getattr(status, key)}{extra}")
+    for hash_, variant, epoch, epochs in status.progress:
+        print(f"  running {hash_} ({variant}): epoch {epoch} / {epochs}")
     for hash_, variant, error in status.failures:
         print(f"  failed {hash_} ({variant}): {error}")
     for hash_, variant, damage in status.damages:

@@ -1,6 +1,7 @@
 """``initmem theory``: every mechanism's predicted forgetting time for a training config.
 
     initmem theory --config FILE [--set key=value ...] [--json] [--alpha A] [--tol T]
+    initmem theory --from-run RUN_DIR [--json] [--alpha A] [--tol T]
                    [--grad-sq-unit G | --per-example-grad-sq-unit S] [--fan-in N ...]
 
 Maps the run config (``docs/run-format.md``) to :class:`initmem.theory.forgetting.Pipeline`
@@ -32,12 +33,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "in steps and epochs, and which one dominates (initmem.theory.forgetting).",
     )
     add_config_arguments(parser)
+    parser.add_argument(
+        "--from-run",
+        metavar="RUN_DIR",
+        help="a trained run folder: its config, its logged gradient scale G per layer and its "
+        "layer shapes, and the law's time for it beside its measured norm memory",
+    )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument(
         "--alpha", type=float, help="init scale to forget (default: the config's; 2 if that is 1)"
     )
     parser.add_argument(
-        "--tol", type=float, default=0.1, help="forgotten when |ln eff_lr ratio| <= TOL (0.1)"
+        "--tol",
+        type=float,
+        help="absolute threshold on |ln eff_lr ratio| in place of the shared criterion "
+        "(default: norm memory <= 1/e, initmem.theory.criterion)",
     )
     grad = parser.add_mutually_exclusive_group()
     grad.add_argument(
@@ -97,6 +107,17 @@ def model_fan_ins(config) -> list[int]:
     return sorted({math.prod(shape[1:]) for shape in shapes})
 
 
+def model_inv_init_sq(config) -> float | None:
+    """``d / |w_0|^2`` of the config's model at alpha = 1, as the dry run computes it
+    (:func:`initmem.bridge.units.design_inv_init_sq`: expected for the ResNets, drawn for other
+    models); None where the model cannot be built."""
+    try:
+        from initmem.bridge.units import design_inv_init_sq  # other models: built with torch
+    except ImportError:
+        return None
+    return design_inv_init_sq(config)
+
+
 def pipeline_from_config(config):
     """The theory's :class:`~initmem.theory.forgetting.Pipeline` for a ``RunConfig``."""
     from initmem.theory.forgetting import Pipeline
@@ -118,17 +139,36 @@ def pipeline_from_config(config):
 
 def run(args: argparse.Namespace) -> int:
     """Print the prediction table (or JSON). Returns 0, or 2 for a bad config or argument."""
+    from initmem.bridge.measure import BridgeDataError
     from initmem.empirical.config import ConfigError, RunConfig
     from initmem.theory.forgetting import predict_forgetting
 
+    measured = None
     try:
-        config = RunConfig.from_file(args.config, args.overrides)
+        if args.from_run is not None:
+            if args.config is not None or args.overrides:
+                raise ValueError(
+                    "--from-run takes the run's own config: leave out --config / --set"
+                )
+            if args.grad_sq_unit is not None or args.per_example_grad_sq_unit is not None:
+                raise ValueError("--from-run measures the gradient scale: leave out --grad-sq-unit")
+            measured = from_run(args.from_run)
+            config = measured.config
+        else:
+            config = RunConfig.from_file(args.config, args.overrides)
         notes = []
+        placeholder = []
+        if measured is None and args.grad_sq_unit is None and args.per_example_grad_sq_unit is None:
+            placeholder.append(PLACEHOLDER_WARNING)
         alpha = config.alpha if args.alpha is None else args.alpha
         if alpha == 1.0 and args.alpha is None:
             alpha = 2.0
             notes.append("alpha = 1 is the reference: showing alpha = 2 (use --alpha)")
         fan_ins = list(args.fan_in) or model_fan_ins(config)
+        grad_sq_unit = args.grad_sq_unit
+        if measured is not None:  # one entry per logged layer, with its own G
+            fan_ins = list(measured.layers["fan_in"])
+            grad_sq_unit = list(measured.layers["grad_sq_unit_per_filter"])
         if not fan_ins:
             fan_ins = [FALLBACK_FAN_IN]
             notes.append(f"model unavailable: fan-in {FALLBACK_FAN_IN} assumed (use --fan-in)")
@@ -150,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
                 pipeline_from_config(config),
                 alpha,
                 fan_ins=fan_ins,
-                grad_sq_unit=args.grad_sq_unit,
+                inv_init_sq_per_coord=model_inv_init_sq(config),
+                grad_sq_unit=grad_sq_unit,
                 per_example_grad_sq_unit=args.per_example_grad_sq_unit,
                 tol=args.tol,
                 logit_scale=args.logit_scale,
@@ -159,25 +200,99 @@ def run(args: argparse.Namespace) -> int:
                 equilibrium_gain=args.equilibrium_gain,
             )
         notes += list(dict.fromkeys(f"caveat: {' '.join(str(w.message).split())}" for w in caveats))
-    except (ConfigError, ValueError) as err:
+    except (ConfigError, BridgeDataError, ValueError, OSError) as err:
         return fail(" ".join(str(err).split()))
     except OverflowError:
         return fail(
             f"the prediction overflows float64 for alpha {alpha:g} and lr {config.lr:g}; choose "
             "values nearer 1"
         )
+    if measured is not None:
+        report.assumptions["grad_sq_unit_source"] = (
+            f"measured per layer from the run's logs ({measured.source}); the largest shown"
+        )
     if args.json:
         out = report.to_dict()
         out.update(
             steps_per_epoch=config.steps_per_epoch,
             total_steps=config.total_steps,
+            warnings=placeholder,
             notes=notes,
             config=config.to_dict(),
         )
+        if measured is not None:
+            out["from_run"] = from_run_dict(measured)
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
-        print(format_report(config, report, notes))
+        text = format_report(config, report, notes)
+        if measured is not None:
+            text += "\n\n" + format_from_run(measured)
+        print("\n".join([*(f"warning: {w}" for w in placeholder), text]))
     return 0
+
+
+#: Printed first when the SGD times rest on the placeholder gradient scale.
+PLACEHOLDER_WARNING = (
+    "no run given: the SGD-noise and adaptive times rest on a placeholder gradient scale (|g_hat|^2 = 1 per example / "
+    "batch_size per filter, not a measurement; over 0.01-10 per example the time moves severalfold); "
+    "give --from-run RUN_DIR (a trained run's logged G) or --grad-sq-unit G"
+)
+
+
+def from_run(run_dir: str):
+    """The bridge's prediction for a trained run (:func:`initmem.bridge.from_run.run_prediction`)."""
+    from initmem.bridge.from_run import run_prediction  # pandas and the run's logs: only here
+
+    return run_prediction(run_dir)
+
+
+def from_run_dict(measured) -> dict:
+    """JSON-ready: the run's law time, its source, the criterion, the layers' G and the curves."""
+
+    def clean(value):
+        value = float(value)
+        return None if math.isnan(value) else ("inf" if math.isinf(value) else value)
+
+    return {
+        "run_dir": str(measured.run_dir),
+        "reference_alpha": measured.reference_alpha,
+        "forgetting": measured.forgetting,
+        "tau_steps": clean(measured.tau_steps),
+        "tau_fit_steps": clean(measured.tau_fit_steps),
+        "tau_epochs": clean(measured.tau_epochs),
+        "forgotten": measured.forgotten,
+        "source": measured.source,
+        "layers": [
+            {k: (v if isinstance(v, str) else clean(v)) for k, v in row.items()}
+            for row in measured.layers.to_dict("records")
+        ],
+        "curve": [{k: clean(v) for k, v in r.items()} for r in measured.curve.to_dict("records")],
+    }
+
+
+def format_from_run(measured) -> str:
+    """The law's time for the run (the bridge's statistic) and the predicted norm memory beside
+    the measured one."""
+    time = (
+        f"{measured.tau_steps:.4g} steps ({measured.tau_epochs:.3g} epochs)"
+        if measured.forgotten
+        else f"> {measured.tau_steps:.4g} steps: not forgotten within the run (fit "
+        f"{measured.tau_fit_steps:.4g})"
+    )
+    lines = [
+        f"from the run {measured.run_dir} (alpha {measured.config.alpha:g} vs "
+        f"{measured.reference_alpha:g}; G logged per layer, from {measured.source}):",
+        f"law fed with the logged G, fitted over the logged steps as the bridge does "
+        f"({measured.forgetting}): {time}",
+        f"{'step':>8}{'predicted m':>14}{'measured m':>13}",
+    ]
+    for row in measured.curve.itertuples(index=False):
+        lines.append(f"{row.step:>8.0f}{_num(row.predicted):>14}{_num(row.measured):>13}")
+    if measured.curve["measured"].isna().all():
+        lines.append(
+            "measured m needs a run of the reference alpha with the same seed in the run's sweep"
+        )
+    return "\n".join(lines)
 
 
 def _num(value: float, *, percent: bool = False) -> str:
@@ -195,9 +310,9 @@ def format_report(config, report, notes: list[str]) -> str:
         f"l2={config.l2:g} weight_decay={config.weight_decay:g} batch={config.batch_size}; "
         f"{config.total_steps:,} steps = {config.total_steps / config.steps_per_epoch:g} epochs "
         f"x {config.steps_per_epoch} steps ({config.schedule} schedule)",
-        f"alpha = {report.alpha:g} vs 1; forgotten when |ln(eff_lr(alpha) / eff_lr(1))| <= "
-        f"{report.assumptions['tol']:g}; BN-conv fan-ins {report.assumptions['fan_ins']} "
-        "(each mechanism: its slowest layer)",
+        f"alpha = {report.alpha:g} vs 1; forgotten: {report.assumptions['forgetting']}, "
+        f"|ln(eff_lr(alpha) / eff_lr(1))| <= {report.assumptions['tol']:.3g}; BN-conv fan-ins "
+        f"{report.assumptions['fan_ins']} (each mechanism: its slowest layer)",
         "",
         f"{'mechanism':<16}{'acts':<6}{'steps':>10}{'epochs':>10}{'left at end':>13}  formula",
     ]
@@ -210,14 +325,11 @@ def format_report(config, report, notes: list[str]) -> str:
     lines += [
         "",
         f"dominant: {report.dominant}",
-        f"predicted forgetting time: {_num(report.steps)} steps ({_num(report.epochs)} epochs)",
+        f"predicted forgetting time ({report.assumptions['forgetting']}): {_num(report.steps)} "
+        f"steps ({_num(report.epochs)} epochs)",
     ]
     if report.accumulated is not None:
-        acc = report.accumulated
-        lines.append(
-            f"accumulated over the run: explicit sum(lr*lambda) = {acc['explicit']:.3g}, "
-            f"sgd_noise sum(lr^2/b) = {acc['sgd_noise']:.3g}, adam sum(lr^2) = {acc['adam']:.3g}"
-        )
+        lines.append(format_accumulated(config.optimizer, report.accumulated))
     lines += ["", f"{'parameter group':<18}{'rank':>5}{'steps':>10}{'epochs':>10}  law or reason"]
     for row in report.groups.to_dict("records"):
         rank = f"{row['rank']:.0f}" if row["prediction"] else "-"
@@ -232,3 +344,16 @@ def format_report(config, report, notes: list[str]) -> str:
     )
     lines += [f"note: {note}" for note in notes]
     return "\n".join(lines)
+
+
+def format_accumulated(optimizer: str, totals: dict) -> str:
+    """The run's accumulated regularization (:mod:`initmem.theory.units`, the numbers of
+    ``sweep run --dry-run``), with the noise unit it adds."""
+    from initmem.theory.units import noise_unit
+
+    return (
+        f"accumulated regularization over the run (theory.units, as sweep run --dry-run): "
+        f"accumulated = {totals['accumulated']:.3g} (explicit + {noise_unit(optimizer)}); "
+        f"explicit = {totals['explicit']:.3g}, sgd_noise = {totals['sgd_noise']:.3g}, "
+        f"adam = {totals['adam']:.3g}"
+    )

@@ -132,3 +132,35 @@ def test_loglog_r2_interval_on_an_exact_power_law():
     assert result["r2_lo"] == pytest.approx(1.0)
     assert result["slope_boot_lo"] == pytest.approx(0.8)
     assert result["slope_boot_hi"] == pytest.approx(0.8)
+
+
+def test_unit_decision_cannot_tell_on_two_pipelines_even_with_a_planted_unit():
+    """Two pipelines: leave-one-pipeline-out fits one curve to predict the other; the planted unit
+    would win on twelve (test above), on two the verdict is "cannot tell" with the reason."""
+    cubes = {"norm": _cubes(True)["norm"][:2]}
+    _, decision = stats.unit_bootstrap(cubes, n_boot=40, with_parametric=False)
+    row = decision.iloc[0]
+    assert row["winner"] == "cannot tell"
+    assert row["reason"] == "2 pipelines: the decision needs 3 or more (leave-one-pipeline-out R^2)"
+    assert "cannot tell at this size" in row["text"] and row["reason"] in row["text"]
+
+
+def test_unit_decision_cannot_tell_when_epochs_are_the_same_for_every_pipeline():
+    """Equal-length pipelines (the design's r of ln epochs and ln accumulated is NaN): epochs cannot
+    order them, so the comparison decides nothing, planted unit or not."""
+    cubes = _cubes(True)["norm"]
+    same = [
+        stats.PipelineCube(c.pipeline, c.values, {**c.units, "epochs": np.linspace(0, 12, 9)})
+        for c in cubes
+    ]
+    _, decision = stats.unit_bootstrap({"norm": same}, n_boot=40, with_parametric=False)
+    row = decision.iloc[0]
+    assert row["winner"] == "cannot tell"
+    assert row["reason"] == "epochs is the same for every pipeline (12)"
+
+
+@pytest.mark.parametrize("fitted,expected", [(200, None), (180, None), (179, "only 179 of 200")])
+def test_decision_guard_counts_the_bootstrap_resamples_that_fitted(fitted, expected):
+    cubes = _cubes(True)["norm"]
+    reason = stats.decision_guard(cubes, ("accumulated", "epochs"), 200, fitted)
+    assert (reason is None) if expected is None else reason.startswith(expected)

@@ -66,6 +66,14 @@ def test_study_document_numbers_are_the_data(study_sweep, tmp_path, capsys):
         assert section in text
     assert (tmp_path / "docs" / "units" / "groups.png").is_file()
     assert "](units/groups.png)" in text
+    # title, question and reproduce commands from the folder itself
+    from initmem.bridge import framing
+
+    assert text.startswith(f"# {framing.title(study_sweep)}\n")
+    assert framing.question(study_sweep) in text
+    reproduce = text[text.index("## Reproduce") :]
+    assert f"initmem sweep run {study_sweep / 'sweep.toml'} --out {study_sweep}" in reproduce
+    assert "--n-boot 20" in reproduce
 
     runs = load_sweep(study_sweep)
     function = pd.read_csv(study_sweep / "study" / "function.csv")

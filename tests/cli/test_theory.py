@@ -81,6 +81,7 @@ def test_explicit_arguments(config_file, capsys):
     )
     assert out["alpha"] == 0.5
     assert out["assumptions"] == {
+        "forgetting": "|ln eff_lr ratio| <= tol = 0.2 (absolute)",
         "tol": 0.2,
         "grad_sq_unit": 0.02,
         "grad_sq_unit_source": "given",
@@ -135,8 +136,15 @@ def test_head_group_options_reach_the_logit_scale_laws(config_file, capsys):
     adam = ["--config", str(config_file), "--set", "optimizer=adam", "--set", "l2=5e-4"]
     out = run_json(capsys, *adam, "--equilibrium-gain", "1.5")
     head = groups(out)["head_logit_scale"]
+    from initmem.theory.criterion import FORGETTING
+
     expected = adam_logit_scale_forgetting_steps(
-        4.0, 1e-3, l2=5e-4, equilibrium_gain=1.5, betas=(0.9, 0.999), tol=0.1
+        4.0,
+        1e-3,
+        l2=5e-4,
+        equilibrium_gain=1.5,
+        betas=(0.9, 0.999),
+        tol=FORGETTING.tolerance(2 * math.log(4.0)),  # the shared criterion: one e-fold of 2 ln 4
     )
     assert head["prediction"] is True and head["steps"] == pytest.approx(expected, rel=1e-12)
     assert out["forgets_last"] in groups(out)
@@ -149,3 +157,63 @@ def test_head_group_options_reach_the_logit_scale_laws(config_file, capsys):
     assert any("does not scale the head" in note for note in out["notes"])
     assert main(["theory", *adam, "--equilibrium-gain", "1.5"]) == 0
     assert "forgets last:" in capsys.readouterr().out
+
+
+MOMENTUM_PIPELINE = """
+dataset = "cifar10-fixture"
+width = 0.125
+batch_size = 4
+epochs = 30
+optimizer = "{optimizer}"
+lr = 0.05
+momentum = 0.9
+l2 = 1e-3
+alpha = 4.0
+"""
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "rmsprop"])
+def test_theory_prints_the_accumulated_regularization_of_the_dry_run(tmp_path, capsys, optimizer):
+    """One accumulated regularization (theory.units): initmem theory and sweep run --dry-run agree
+    for a heavy-ball pipeline, number for number, and in the printed text."""
+    text = MOMENTUM_PIPELINE.format(optimizer=optimizer)
+    (tmp_path / "run.toml").write_text(text)
+    (tmp_path / "sweep.toml").write_text(
+        f'name = "m"\n[base]\n{text}\n[grid]\nalpha = [1.0, 4.0]\n'
+    )
+    out = run_json(capsys, "--config", str(tmp_path / "run.toml"))
+
+    from initmem.bridge.units import design_table
+    from initmem.empirical.sweep import SweepSpec
+
+    spec = SweepSpec.from_file(tmp_path / "sweep.toml")
+    design = design_table([r.config for r in spec.iter_runs()], init="expected").iloc[0]
+    for unit in ("epochs", "steps", "explicit", "sgd_noise", "adam", "accumulated"):
+        assert out["accumulated"][unit] == pytest.approx(design[unit], rel=1e-12), unit
+    # momentum counts: 1 / (1 - mu) on coupled L2, 1 / (1 - mu)^2 on the noise (16 images / 4)
+    steps = 30 * 4
+    assert out["accumulated"]["explicit"] == pytest.approx(steps * 0.05 * 1e-3 / 0.1, rel=1e-12)
+    assert out["accumulated"]["sgd_noise"] == pytest.approx(steps * (0.05 / 0.1) ** 2 / 4)
+
+    assert main(["theory", "--config", str(tmp_path / "run.toml")]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        main(
+            [
+                "sweep",
+                "run",
+                str(tmp_path / "sweep.toml"),
+                "--out",
+                str(tmp_path / "o"),
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
+    dry = capsys.readouterr().out
+    lines = dry.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["variant", "alphas"])
+    columns = dict(zip(lines[header].split(), lines[header + 1].split(), strict=True))
+    assert f"accumulated = {columns['accumulated']} " in printed
+    for unit in ("explicit", "sgd_noise", "adam"):
+        assert f"{unit} = {columns[unit]}" in printed, unit

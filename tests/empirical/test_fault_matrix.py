@@ -22,8 +22,8 @@ import pytest
 
 from initmem.empirical import runfolder
 from initmem.empirical.config import RunConfig
-from initmem.empirical.memory import finished_runs, load_epochs, load_layers, load_sweep
 from initmem.empirical.sweep import SweepSpec, prepare_sweep, read_manifest, sweep_status
+from initmem.empirical.tables import finished_runs, load_epochs, load_layers, load_sweep
 from initmem.empirical.trainer import train
 from initmem.empirical.workers import execute_run
 

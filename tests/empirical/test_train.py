@@ -144,7 +144,10 @@ def test_run_folder_log_and_result_follow_the_contract(tiny_config):
     assert load_result(run_dir) == result
     saved = json.loads(open(f"{run_dir}/config.json").read())
     assert saved["hash"] == config.hash == result.hash
-    assert RunConfig.from_dict(saved["config"]) == config
+    # every field as given, and the thread count it ran on recorded (config.threads None: the
+    # process's count)
+    assert saved["config"]["threads"] == torch.get_num_threads()
+    assert RunConfig.from_dict(saved["config"]) == config.replace(threads=torch.get_num_threads())
     assert saved["data"]["train_size"] == 16 and saved["data"]["val_size"] == 4
 
     records = read_log(run_dir)

@@ -8,6 +8,11 @@ import pytest
 from initmem.theory.normalized_sim import ScaleInvariantLoss, simulate_norms
 from initmem.theory.schedule import accumulated_regularization, lr_multipliers
 
+#: these tests keep the deprecated momentum-free sums to their old numbers
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:initmem.theory.accumulated_regularization:DeprecationWarning"
+)
+
 STEPS_PER_EPOCH = 40_000 // 128  # the paper's 40,000 training images, batch 128
 
 
@@ -99,3 +104,12 @@ def test_empty_schedules_and_warmup_longer_than_the_run_are_rejected():
     ]:
         with pytest.raises(ValueError, match=name):
             check_schedule(*args)
+
+
+def test_accumulated_regularization_is_deprecated_for_the_one_definition():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DeprecationWarning, match="units.accumulated_units"):
+            accumulated_regularization([0.1] * 4, 0.01, 8)

@@ -42,7 +42,8 @@ def test_constant_schedule_closed_forms():
 def test_schedule_accumulated_regularization_is_the_special_case():
     rng = np.random.default_rng(0)
     lrs = rng.uniform(0, 0.1, 300)
-    old = schedule.accumulated_regularization(lrs, 0.01, 32)
+    with pytest.warns(DeprecationWarning):
+        old = schedule.accumulated_regularization(lrs, 0.01, 32)
     new = units.accumulated_units(
         lrs, optimizer="sgd", batch_size=32, steps_per_epoch=1, l2=0.01, inv_init_sq_per_coord=1.0
     )
