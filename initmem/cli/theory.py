@@ -118,28 +118,10 @@ def model_inv_init_sq(config) -> float | None:
     return design_inv_init_sq(config)
 
 
-def pipeline_from_config(config):
-    """The theory's :class:`~initmem.theory.forgetting.Pipeline` for a ``RunConfig``."""
-    from initmem.theory.forgetting import Pipeline
-
-    mults = config.lr_multipliers()
-    return Pipeline(
-        optimizer=config.optimizer,
-        lr=config.lr,
-        momentum=config.momentum,
-        l2=config.l2,
-        weight_decay=config.weight_decay,
-        batch_size=config.batch_size,
-        beta2=config.betas[1],
-        steps_per_epoch=config.steps_per_epoch,
-        total_steps=config.total_steps,
-        lr_multipliers=mults,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     """Print the prediction table (or JSON). Returns 0, or 2 for a bad config or argument."""
     from initmem.bridge.measure import BridgeDataError
+    from initmem.bridge.preregister import pipeline_of
     from initmem.empirical.config import ConfigError, RunConfig
     from initmem.theory.forgetting import predict_forgetting
 
@@ -187,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caveats:  # a law used outside its range
             warnings.simplefilter("always")
             report = predict_forgetting(
-                pipeline_from_config(config),
+                pipeline_of(config),
                 alpha,
                 fan_ins=fan_ins,
                 inv_init_sq_per_coord=model_inv_init_sq(config),
