@@ -124,8 +124,7 @@ def predict_groups(
     """The table of the module docstring for ``config``'s model and pipeline, alpha (default the
     config's; 2 when that is 1) against 1. ``probe_size`` training and test images (from ``data``,
     the config's splits, read if not given) feed the NTK of (P2)."""
-    import torch  # the model is a torch module
-
+    # torch (the model, the data) and the theory's tables: loaded on first use
     from initmem.empirical.data import load_splits
     from initmem.empirical.models import default_model, parameter_groups
     from initmem.theory.forgetting import predict_forgetting
@@ -190,8 +189,7 @@ def predict_groups(
             str(head_row["formula"]),
         )
     )
-    with torch.random.fork_rng(devices=[]):
-        memory = memory_fraction(model, other, x_train, x_test)
+    memory = memory_fraction(model, other, x_train, x_test)  # draws no random numbers
     table.append(
         row(
             "other",
