@@ -364,11 +364,11 @@ def format_design(table: pd.DataFrame) -> str:
     and forgetting time, :func:`predicted_forgetting`), then r of ln(epochs) and ln(accumulated) and
     the counts of :func:`design_counts`."""
     lines = [
-        "design in units of forgetting (totals over each run; theory.units), and the norm memory the",
-        "accumulated unit's norm law predicts (theory.units (U1)-(U2); forgotten: "
-        f"{FORGETTING.name}):",
+        "design in units of forgetting (totals over each run; theory.units); m_end: the norm memory "
+        "at the end by the accumulated unit's norm law (theory.units (U1)-(U2)),",
+        f"forgotten: the epoch it predicts for {FORGETTING.name} (censored: not within the run):",
         f"  {'variant':<22} {'alphas':<8} {'epochs':>6} {'steps':>6} {'accumulated':>11} "
-        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten at':>14}",
+        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten':>9}",
     ]
     for _, row in table.iterrows():
         lines.append(
@@ -376,7 +376,7 @@ def format_design(table: pd.DataFrame) -> str:
             f"{row['epochs']:>6.0f} {row['steps']:>6.0f} {row['accumulated']:>11.3g} "
             f"{row['explicit']:>9.3g} {row['sgd_noise']:>9.3g} {row['adam']:>9.3g} "
             f"{_memory_text(row['predicted_memory_end']):>6} "
-            f"{_time_text(row['predicted_forgetting_epochs']):>14}"
+            f"{_time_text(row['predicted_forgetting_epochs']):>9}"
         )
     corr = design_correlation(table)
     lines.append(
@@ -405,7 +405,7 @@ def _memory_text(value: float) -> str:
 def _time_text(epochs: float) -> str:
     if np.isnan(epochs):
         return "-"
-    return "> run (cens.)" if np.isinf(epochs) else f"epoch {epochs:.1f}"
+    return "censored" if np.isinf(epochs) else f"{epochs:.1f}"
 
 
 def _power_text(k: int) -> str:

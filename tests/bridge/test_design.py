@@ -163,7 +163,9 @@ def test_design_counts_on_a_hand_made_design():
     assert "[0.01, 0.1): 2, [0.1, 1): 1, [1, 10): 1, [10, 100): 2" in text
     assert "from 1 to 30: 2" in text
     assert "predicted to forget by e within the run: 3 of 6 (predicted censored: 3)" in text
-    assert "> run (cens.)" in text and f"epoch {300 / 31:.1f}" in text
+    rows = {line.split()[0]: line.split() for line in text.splitlines()}
+    assert rows["a"][-2:] == ["0.99", "censored"] and rows["e"][-2:] == ["0.20", f"{300 / 31:.1f}"]
+    assert rows["groups"][-2:] == ["-", "-"]
 
 
 def test_predicted_forgetting_is_the_closed_form_of_a_constant_adamw_run():
