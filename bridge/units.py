@@ -4,12 +4,13 @@ The one definition of every unit is :mod:`initmem.theory.units`; this module fee
 own per-step schedule (:func:`run_unit_increments`), accumulates it up to each logged evaluation
 (:func:`evaluation_units`), finds when a unit reaches a level (:func:`steps_to_unit`), draws its
 level over a grid of settings (:func:`phase_boundary`) and gives a sweep's design before training
-(:func:`design_table`, :func:`design_correlation`, :func:`design_counts`, :func:`format_design`; what
-``initmem sweep run --dry-run`` prints), with each pipeline's predicted norm memory and forgetting
-time by the accumulated unit's norm law (:func:`predicted_forgetting`, law (U1)-(U2) of
-:mod:`initmem.theory.units`): which pipelines the design expects to forget within the run. ``d / |w_0|^2`` (the ``adam`` unit) comes from the logged init norms
-(:func:`init_scale`), from a drawn model (:func:`init_inv_norm_sq`, torch) or in expectation from the
-ResNets' shapes (:func:`initmem.empirical.shapes.expected_inv_init_sq_per_coord`, no torch).
+(:func:`design_table`, :func:`design_correlation`, :func:`design_counts`, :func:`format_design`;
+what ``initmem sweep run --dry-run`` prints), with each pipeline's predicted norm memory and
+forgetting time by the accumulated unit's norm law (:func:`predicted_forgetting`, law (U1)-(U2) of
+:mod:`initmem.theory.units`): which pipelines the design expects to forget within the run.
+``d / |w_0|^2`` (the ``adam`` unit) comes from the logged init norms (:func:`init_scale`), from a
+drawn model (:func:`init_inv_norm_sq`, torch) or in expectation from the ResNets' shapes
+(:func:`initmem.empirical.shapes.expected_inv_init_sq_per_coord`, no torch).
 """
 
 from __future__ import annotations
@@ -218,11 +219,11 @@ def config_units(config, inv_init_sq_per_coord: float) -> dict[str, float]:
 
 
 def predicted_forgetting(config: RunConfig, alphas, inv_init_sq_per_coord: float) -> dict:
-    """The design's prediction for one pipeline: ``memory_end`` (norm memory of the largest against
-    the smallest of ``alphas`` at the end of the run) and ``forgetting_steps`` /
-    ``forgetting_epochs`` until it is at or below 1/e (``inf``: censored, not forgotten within the run), by the accumulated unit's norm law
-    (:func:`initmem.theory.units.accumulated_norm_memory`) fed with the run's per-step increments.
-    NaN everywhere for fewer than two alphas."""
+    """The design's prediction for one pipeline, by the accumulated unit's norm law
+    (:func:`initmem.theory.units.accumulated_norm_memory`) fed with the run's per-step increments:
+    ``memory_end`` (norm memory of the largest against the smallest of ``alphas`` at the end of the
+    run) and ``forgetting_steps`` / ``forgetting_epochs`` until it is at or below 1/e (``inf``:
+    censored, not forgotten within the run). NaN everywhere for fewer than two alphas."""
     alphas = sorted(set(float(a) for a in alphas))
     if len(alphas) < 2:
         return dict.fromkeys(("memory_end", "forgetting_steps", "forgetting_epochs"), math.nan)

@@ -42,21 +42,21 @@ The accumulated unit read as a norm law (:func:`accumulated_norm_memory`, derive
 ``accumulated`` means an effect of order the init; taking that literally, the squared norm of a
 scale-invariant weight in units of its alpha = 1 init, ``n_t = |w_t|^2 / |w_0(1)|^2``, obeys
 
-    n_{t+1} = (1 - explicit_t)^2 n_t + noise_t,     n_0 = alpha^2,                          (U1)
+    n_{t+1} = (1 - explicit_t)^2 n_t + noise_t,     n_0 = alpha^2 (ref^2 for the reference),  (U1)
 
 with ``explicit_t`` and ``noise_t`` the per-step increments of ``explicit`` and of the pipeline's
 noise unit (:func:`noise_unit`). For an adaptive optimizer (U1) is the mean field
 ``|w|^2' = (1 - lr wd)^2 |w|^2 + lr^2 d`` of :class:`initmem.theory.normalized.AdaptiveMeanField`
-without the second moment's lag, divided by ``|w_0(1)|^2``; for SGD it is an idealization that puts
-the minibatch gradient's growth of ``|w|^2`` at ``(lr / (1 - mu))^2 / b`` per step in init units (the
-normalized-weight law, ``|w|^4`` growing by ``2 eta^2 |g_hat|^2``, needs the measured gradient scale
-``|g_hat|^2``, which a design does not have). The norm memory of alpha against a reference (criterion
-(1) of :mod:`initmem.theory.criterion`) is then
+without the second moment's lag, divided by ``|w_0(1)|^2``; for SGD it is an idealization that
+puts the minibatch gradient's growth of ``|w|^2`` at ``(lr / (1 - mu))^2 / b`` per step in init
+units (the normalized-weight law, ``|w|^4`` growing by ``2 eta^2 |g_hat|^2``, needs the measured
+gradient scale ``|g_hat|^2``, which a design does not have). The norm memory of alpha against a
+reference (criterion (1) of :mod:`initmem.theory.criterion`) is then
 
     m_t = ln(n_t(alpha) / n_t(ref)) / ln(alpha^2 / ref^2),                                  (U2)
 
-1 at init; explicit decay alone leaves it at 1 (both norms contract alike) and it falls only when the
-growth term matters against the contracted norms. It is the design's prediction of when alpha is
+1 at init; explicit decay alone leaves it at 1 (both norms contract alike) and it falls only when
+the growth term matters against the contracted norms. It is the design's prediction of when alpha is
 forgotten (:func:`forgetting_step`): a statement before training, which the study then measures.
 """
 
@@ -187,8 +187,8 @@ def accumulated_norm_memory(explicit, noise, alpha: float, reference: float = 1.
 def forgetting_step(memory, level: float = math.exp(-1.0)) -> float:
     """The first step (1-based) after which ``memory`` (one entry per step, e.g.
     :func:`accumulated_norm_memory`) is at or below ``level`` (default 1/e: the shared criterion,
-    :data:`initmem.theory.criterion.FORGETTING`); ``inf`` if it stays above it: censored by the run's
-    end."""
+    :data:`initmem.theory.criterion.FORGETTING`); ``inf`` if it stays above it: censored by the
+    run's end."""
     hit = np.flatnonzero(np.asarray(memory, dtype=np.float64) <= level)
     return float(hit[0] + 1) if hit.size else math.inf
 
