@@ -367,7 +367,7 @@ def format_design(table: pd.DataFrame) -> str:
     lines = [
         "design in units of forgetting (totals over each run; theory.units); m_end: the norm memory "
         "at the end by the accumulated unit's norm law (theory.units (U1)-(U2)),",
-        f"forgotten: the epoch it predicts for {FORGETTING.name} (censored: not within the run):",
+        f"forgotten: the epoch that law reaches {FORGETTING.name}; censored: not within the run:",
         f"  {'variant':<22} {'alphas':<8} {'epochs':>6} {'steps':>6} {'accumulated':>11} "
         f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten':>9}",
     ]
