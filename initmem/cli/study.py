@@ -9,6 +9,12 @@ Writes the Markdown document and its figures (``PATH`` without ``.md``, as a fol
 before any work. A sweep that is not finished (runs pending, running, failed or damaged), runs
 skipped as damaged and runs trained on different data sets are named in the document's notes.
 Figure links are URL-encoded and the printed commands shell-quoted.
+
+A sweep whose runs train more than one model (the ``architectures`` preset) gets the architectures
+study instead (:mod:`initmem.bridge.architectures`: per architecture and pipeline the spread with its
+null, the norm memory where defined, the pre-registered predictions against what was measured, and a
+verdict per architecture), written the same way (``--doc docs/architectures.md``; its tables
+``cells.csv`` and ``predictions.csv`` under ``--out``); ``--kind`` chooses explicitly.
 """
 
 from __future__ import annotations
@@ -42,6 +48,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write the tables here (default: DIR/study; the sweep folder is only read)",
     )
     parser.add_argument(
+        "--kind",
+        choices=("auto", "units", "architectures"),
+        default="auto",
+        help="which study: units (the unit of forgetting), architectures (several models), or "
+        "auto: architectures when the runs train more than one model (default)",
+    )
+    parser.add_argument(
         "--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)"
     )
     parser.add_argument(
@@ -60,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from urllib.parse import quote
 
     from initmem.bridge import BridgeDataError
+    from initmem.bridge.architectures import is_architecture_sweep
     from initmem.bridge.framing import reproduce_command
     from initmem.bridge.study import unit_study
     from initmem.bridge.study_plots import save_study_figures
@@ -79,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(problem)
     try:
         status = sweep_status(sweep_dir)
+        if args.kind == "architectures" or (
+            args.kind == "auto" and is_architecture_sweep(sweep_dir)
+        ):
+            return architectures(args, sweep_dir, tables, doc, status, start)
         study = unit_study(sweep_dir, n_boot=args.n_boot)
     except (BridgeDataError, SweepFolderError) as err:
         return fail(str(err))
@@ -102,6 +120,31 @@ def run(args: argparse.Namespace) -> int:
     for line in study.group_sentences():
         print(line)
     print(f"study: {doc} (+ {len(figures)} figures), tables in {tables}")
+    return 0
+
+
+def architectures(args, sweep_dir, tables, doc, status, start) -> int:
+    """The architectures study of the folder (:mod:`initmem.bridge.architectures`), its document
+    and tables; prints the verdict per architecture."""
+    import time
+
+    from initmem.bridge.architectures import architecture_study
+    from initmem.bridge.framing import reproduce_command
+
+    study = architecture_study(sweep_dir)
+    study.notes += folder_notes(sweep_dir, status)
+    tables.mkdir(parents=True, exist_ok=True)
+    study.cells.to_csv(tables / "cells.csv", index=False)
+    study.predictions.to_csv(tables / "predictions.csv", index=False)
+    command = reproduce_command(args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time)
+    wall = f"{args.wall_time} ".lstrip() + (
+        f"The analysis (`initmem study`) took {time.monotonic() - start:.0f} s."
+    )
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(study.markdown(command=command, wall=wall))
+    for line in study.verdict():
+        print(line)
+    print(f"study: {doc}, tables in {tables}")
     return 0
 
 
