@@ -95,7 +95,7 @@ def per_architecture(study) -> list[str]:
                     "memory_end": norm["norm_end"],
                     "lo": norm["norm_lo"],
                     "hi": norm["norm_hi"],
-                    "n_seeds": norm["n_seeds_used"],
+                    "n_seeds": norm["norm_n_seeds"],
                 }
             )
             parts += [f"- {line}" for line in memory.norm_sentences(frame)]

@@ -148,12 +148,17 @@ def predicted_state(steps: float, total_steps: float) -> str:
     return "forgets within the run" if steps <= total_steps else "keeps alpha past the run"
 
 
-def agreement(spread: str, predicted: str, norm: str) -> tuple[str, str]:
-    """A4: the cell's agreement and why."""
+def agreement(spread: str, predicted: str, norm: str, n_seeds_used: int = 2) -> tuple[str, str]:
+    """A4: the cell's agreement and why (``n_seeds_used``: M1's seeds, to say why a spread is
+    undefined)."""
     if norm == "converged" and spread == "kept":
         return (
             "disagrees",
             "the effective learning rates converged but the accuracy gap between the alphas stayed (its interval excludes 0)",
+        )
+    if spread == "cannot tell" and n_seeds_used < 2:
+        return "cannot tell", (
+            f"{n_seeds_used} seed(s) interpolate at every alpha: no spread (2 needed)"
         )
     if spread == "cannot tell":
         return "cannot tell", "the spread is not decided at this size"
@@ -313,9 +318,10 @@ def cell_table(runs, configs, predictions, layers, curves) -> pd.DataFrame:
         if has_invariant and pipeline in getattr(norm_end, "index", []):
             n = norm_end.loc[pipeline]
             row |= {"norm_end": n["memory_end"], "norm_lo": n["lo"], "norm_hi": n["hi"]}
+            row["norm_n_seeds"] = int(n["n_seeds"])
             row["norm_state"] = norm_state(n["memory_end"], n["lo"], n["hi"])
         else:
-            row |= {"norm_end": np.nan, "norm_lo": np.nan, "norm_hi": np.nan}
+            row |= {"norm_end": np.nan, "norm_lo": np.nan, "norm_hi": np.nan, "norm_n_seeds": 0}
             row["norm_state"] = (
                 "cannot tell" if has_invariant else "not defined: no scale-invariant weights"
             )
@@ -325,7 +331,7 @@ def cell_table(runs, configs, predictions, layers, curves) -> pd.DataFrame:
         row |= _predicted(predictions, pipeline, has_invariant)
         row["predicted_state"] = predicted_state(row["predicted_steps"], row["total_steps"])
         row["agreement"], row["reason"] = agreement(
-            row["spread_state"], row["predicted_state"], row["norm_state"]
+            row["spread_state"], row["predicted_state"], row["norm_state"], row["n_seeds_used"]
         )
         rows.append(row)
     return pd.DataFrame(rows)

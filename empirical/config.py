@@ -271,6 +271,11 @@ class RunConfig:
                     f"dataset {self.dataset!r} is a plug-in: give train_size and val_size (its pool "
                     "sizes are known only once it is read)"
                 )
+            if self.dataset.startswith("torchvision:") and self.data_dir is None:
+                raise ConfigError(
+                    f"dataset {self.dataset!r} reads a local copy: give data_dir (the folder "
+                    "torchvision's class takes as root; nothing is downloaded)"
+                )
         else:
             _choice("dataset", self.dataset, DATASETS)
         if ":" in self.model:  # a plug-in (empirical/plugins.py): checked here for its shape only

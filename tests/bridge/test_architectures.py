@@ -112,6 +112,17 @@ def test_a_noisy_gap_on_two_seeds_cannot_tell(tmp_path):
     assert "the spread is not decided at this size" in verdict_of(study, "mlp-mixer")
 
 
+def test_a_cell_without_interpolating_seeds_says_so(tmp_path):
+    root = write_architecture_sweep(tmp_path, CELLS[2:4], seeds=(0, 1))
+    result = root / "runs"
+    for path in result.glob("*/result.json"):  # no run fits its training set
+        path.write_text(
+            path.read_text().replace('"final_train_acc": 1.0', '"final_train_acc": 0.5')
+        )
+    study = architecture_study(root, compute_missing=False)
+    assert "0 seed(s) interpolate at every alpha: no spread" in verdict_of(study, "mlp")
+
+
 def test_the_document_states_every_section_from_the_folder(study, tmp_path):
     text = study.markdown(command="initmem study DIR --doc docs/architectures.md", wall="took 3 s")
     for heading in ("## Verdict", "## Per architecture", "## The predictions", "## Reproduce"):
