@@ -148,14 +148,18 @@ def predicted_state(steps: float, total_steps: float) -> str:
     return "forgets within the run" if steps <= total_steps else "keeps alpha past the run"
 
 
-def agreement(spread: str, predicted: str, norm: str, n_seeds_used: int = 2) -> tuple[str, str]:
-    """A4: the cell's agreement and why (``n_seeds_used``: M1's seeds, to say why a spread is
-    undefined)."""
+def agreement(
+    spread: str, predicted: str, norm: str, n_seeds_used: int = 2, diverged: str = ""
+) -> tuple[str, str]:
+    """A4: the cell's agreement and why (``n_seeds_used``: M1's seeds, and ``diverged``: which
+    alphas' runs diverged, to say why a spread is undefined)."""
     if norm == "converged" and spread == "kept":
         return (
             "disagrees",
             "the effective learning rates converged but the accuracy gap between the alphas stayed (its interval excludes 0)",
         )
+    if spread == "cannot tell" and n_seeds_used < 2 and diverged:
+        return "cannot tell", f"runs diverged ({diverged}): no memory to measure at that alpha"
     if spread == "cannot tell" and n_seeds_used < 2:
         return "cannot tell", (
             f"{n_seeds_used} seed(s) interpolate at every alpha: no spread (2 needed)"
@@ -268,6 +272,16 @@ def norm_times(curves: pd.DataFrame) -> pd.Series:
     return pd.Series(out, dtype=float)
 
 
+def diverged_text(runs: pd.DataFrame) -> str:
+    """Which alphas' runs of one pipeline diverged, as ``alpha 8: 4 of 4`` ('' for none)."""
+    parts = []
+    for alpha, group in runs.groupby("alpha"):
+        n = int((group["status"] == "diverged").sum())
+        if n:
+            parts.append(f"alpha {alpha:g}: {n} of {len(group)}")
+    return ", ".join(parts)
+
+
 def _settings(config) -> str:
     """A pipeline as text: optimizer, lr and the decays that are not zero."""
     text = f"{config.optimizer} lr {config.lr:g}"
@@ -330,8 +344,13 @@ def cell_table(runs, configs, predictions, layers, curves) -> pd.DataFrame:
         row["norm_time_censored"] = bool(has_invariant and not np.isfinite(time))
         row |= _predicted(predictions, pipeline, has_invariant)
         row["predicted_state"] = predicted_state(row["predicted_steps"], row["total_steps"])
+        row["diverged"] = diverged_text(group)
         row["agreement"], row["reason"] = agreement(
-            row["spread_state"], row["predicted_state"], row["norm_state"], row["n_seeds_used"]
+            row["spread_state"],
+            row["predicted_state"],
+            row["norm_state"],
+            row["n_seeds_used"],
+            row["diverged"],
         )
         rows.append(row)
     return pd.DataFrame(rows)
@@ -398,6 +417,7 @@ __all__ = [
     "agreement",
     "architecture_study",
     "cell_table",
+    "diverged_text",
     "is_architecture_sweep",
     "law_sentence",
     "norm_state",

@@ -3,6 +3,7 @@ sweeps with a planted answer: the verdict sentences follow the planted truth."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -121,6 +122,14 @@ def test_a_cell_without_interpolating_seeds_says_so(tmp_path):
         )
     study = architecture_study(root, compute_missing=False)
     assert "0 seed(s) interpolate at every alpha: no spread" in verdict_of(study, "mlp")
+    for path in result.glob("*/result.json"):  # now the alpha-8 runs diverge
+        alpha = json.loads((path.parent / "config.json").read_text())["config"]["alpha"]
+        if alpha == 8.0:
+            path.write_text(path.read_text().replace('"completed"', '"diverged"'))
+    study = architecture_study(root, compute_missing=False)
+    cells = study.cells.set_index("pipeline_label")
+    assert cells.loc["mlp-sgd", "diverged"] == "alpha 8: 2 of 2"
+    assert "runs diverged (alpha 8: 2 of 2)" in verdict_of(study, "mlp")
 
 
 def test_the_document_states_every_section_from_the_folder(study, tmp_path):
