@@ -122,11 +122,18 @@ def memory_fraction(model, names: list[str], x_train, x_test) -> float:
 
 
 def predict_groups(
-    config: RunConfig, *, alpha: float | None = None, probe_size: int = 16, data=None
+    config: RunConfig,
+    *,
+    alpha: float | None = None,
+    probe_size: int = 16,
+    data=None,
+    memory_cache: dict | None = None,
 ) -> GroupPredictions:
     """The table of the module docstring for ``config``'s model and pipeline, alpha (default the
     config's; 2 when that is 1) against 1. ``probe_size`` training and test images (from ``data``,
-    the config's splits, read if not given) feed the NTK of (P2)."""
+    the config's splits, read if not given) feed the NTK of (P2). ``memory_cache``: a dict that keeps
+    (P2)'s memory fraction per model, init draw and data (:func:`memory_key`), so the pipelines of a
+    sweep that share them compute its NTK once."""
     # torch (the model, the data) and the theory's tables: loaded on first use
     from initmem.empirical.data import load_splits
     from initmem.empirical.models import default_model, parameter_groups
@@ -192,7 +199,13 @@ def predict_groups(
             str(head_row["formula"]),
         )
     )
-    memory = memory_fraction(model, other, x_train, x_test)  # draws no random numbers
+    key = memory_key(config, probe_size)
+    if memory_cache is not None and key in memory_cache:
+        memory = memory_cache[key]
+    else:
+        memory = memory_fraction(model, other, x_train, x_test)  # draws no random numbers
+        if memory_cache is not None:
+            memory_cache[key] = memory
     table.append(
         row(
             "other",
@@ -204,6 +217,27 @@ def predict_groups(
         )
     )
     return GroupPredictions(alpha, config.hash, pd.DataFrame(table))
+
+
+#: Config fields that (P2)'s memory fraction depends on: the model, its init draw and the probe data
+#: (the NTK is taken at the default init, before alpha; the pipeline does not enter it).
+MEMORY_FIELDS = (
+    "model",
+    "width",
+    "seed",
+    "dataset",
+    "data_dir",
+    "train_size",
+    "val_size",
+    "test_size",
+    "split_seed",
+)
+
+
+def memory_key(config: RunConfig, probe_size: int) -> tuple:
+    """The key of :func:`predict_groups`'s ``memory_cache``: :data:`MEMORY_FIELDS` and the probe size."""
+    values = config.to_dict()
+    return (*(str(values.get(name)) for name in MEMORY_FIELDS), probe_size)
 
 
 def write_predictions(config: RunConfig, folder: str | Path, **kwargs) -> Path:
@@ -273,7 +307,7 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
     root = Path(sweep_dir) / PREDICTIONS_FOLDER
     pipelines = sweep_pipelines(runs)
     folders = prediction_folders(pipelines)
-    rows, lines = [], []
+    rows, lines, cache = [], [], {}
     for p in pipelines:
         folder = root / folders[p.pipeline]
         config = p.config.replace(alpha=p.alpha)
@@ -287,7 +321,7 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
             try:
                 with warnings.catch_warnings():  # the laws' range caveats: in the table's law
                     warnings.simplefilter("ignore")
-                    write_predictions(config, folder, probe_size=probe_size)
+                    write_predictions(config, folder, probe_size=probe_size, memory_cache=cache)
                 lines.append(f"predictions written: {folder / 'predictions.csv'}")
             except Exception as err:  # any failure of the model, data or laws: a note, not a stop
                 row["note"] = f"not computed: {type(err).__name__}: {' '.join(str(err).split())}"
@@ -328,6 +362,7 @@ def read_sweep_predictions(sweep_dir: str | Path) -> pd.DataFrame:
 __all__ = [
     "GroupPredictions",
     "INDEX_COLUMNS",
+    "MEMORY_FIELDS",
     "PREDICTIONS_FOLDER",
     "PREDICTION_GROUPS",
     "SweepPipeline",
@@ -336,6 +371,7 @@ __all__ = [
     "read_sweep_predictions",
     "sweep_pipelines",
     "lazy_decay_steps",
+    "memory_key",
     "memory_fraction",
     "pipeline_of",
     "predict_groups",

@@ -117,3 +117,21 @@ def test_predictions_that_cannot_be_computed_are_a_note(tmp_path, capsys):
     assert read_sweep_predictions(out).empty
     assert main([*argv, "--no-predictions"]) == 0
     assert "not written (--no-predictions)" in capsys.readouterr().out
+
+
+def test_pipelines_sharing_a_model_compute_its_ntk_once(tmp_path):
+    """The memory fraction depends on the model, its init draw and the probe data only: a cache
+    shared by two pipelines of one model holds one entry, and gives the uncached numbers."""
+    base = dict(dataset="cifar10-fixture", data_dir=str(tmp_path / "data"), model="resnet9")
+    base |= dict(width=0.0625, train_size=16, val_size=4, test_size=20, batch_size=4, epochs=2)
+    sgd = RunConfig.from_dict(base | dict(optimizer="sgd", lr=0.05, l2=5e-3, alpha=8.0))
+    adam = RunConfig.from_dict(base | dict(optimizer="adam", lr=1e-3, alpha=8.0))
+    cache: dict = {}
+    tables = [predict_groups(c, probe_size=4, memory_cache=cache).table for c in (sgd, adam)]
+    assert len(cache) == 1
+    for config, table in zip((sgd, adam), tables, strict=True):
+        expected = predict_groups(config, probe_size=4).table
+        pd.testing.assert_frame_equal(table, expected)
+    other = RunConfig.from_dict(base | dict(optimizer="sgd", lr=0.05, seed=1, alpha=8.0))
+    predict_groups(other, probe_size=4, memory_cache=cache)
+    assert len(cache) == 2  # another init draw: its own NTK
