@@ -159,6 +159,10 @@ def output_problem(tables, doc) -> str | None:
             what = "a folder" if path.is_dir() else "a file"
             return f"{path} is {what}; the study writes a {kind} there (choose another path)"
         existing = next(p for p in (path, *path.parents) if p.exists())
+        if existing == path and kind == "file":  # a document written before: overwritten
+            if not os.access(path, os.W_OK):
+                return f"{path}: cannot write there (the file is not writable)"
+            continue
         if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
             return f"{path}: cannot write there ({existing} is not a writable folder)"
     return None

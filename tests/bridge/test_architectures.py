@@ -155,3 +155,12 @@ def test_initmem_study_detects_an_architecture_sweep(tmp_path, capsys):
     assert "# Beyond BatchNorm ResNets" in text and "1 min" in text
     assert (tmp_path / "sweep" / "study" / "cells.csv").is_file()
     assert f"initmem study {root} --doc {doc}" in text
+
+
+def test_the_document_is_rewritten_in_place(tmp_path, capsys):
+    root = write_architecture_sweep(tmp_path / "sweep", CELLS[:3], seeds=(0, 1, 2))
+    doc = tmp_path / "architectures.md"
+    doc.write_text("an older version\n")
+    assert main(["study", str(root), "--doc", str(doc), "--kind", "architectures"]) == 0
+    assert doc.read_text().startswith("# Beyond BatchNorm ResNets")
+    capsys.readouterr()
