@@ -164,3 +164,25 @@ def test_the_document_is_rewritten_in_place(tmp_path, capsys):
     assert main(["study", str(root), "--doc", str(doc), "--kind", "architectures"]) == 0
     assert doc.read_text().startswith("# Beyond BatchNorm ResNets")
     capsys.readouterr()
+
+
+@pytest.mark.slow  # two NTKs of a Mixer: about 25 s on 2 shared cores
+def test_predictions_missing_from_the_folder_are_computed_and_labelled(tmp_path):
+    """Without pre-registered files the study computes predict_groups on each pipeline's config at
+    its largest alpha, and says so."""
+    from initmem.bridge.preregister import predict_groups
+    from initmem.empirical.sweep import read_manifest
+
+    cells = [Cell("mlp-mixer", "mixer-sgd", 0.01, 0.0, False, 10.0, 0.3, 1.0, INF)]
+    root = write_architecture_sweep(tmp_path, cells, seeds=(0, 1), predictions=False)
+    study = architecture_study(root)
+    by_label = study.cells.set_index("pipeline_label")
+    for run in read_manifest(root):
+        if run.config.alpha != 8.0 or run.config.seed != 0:
+            continue
+        expected = predict_groups(run.config).table.set_index("group")
+        row = by_label.loc[run.variant]
+        assert row["prediction_source"] == "computed after the runs (no pre-registered file)"
+        assert row["deciding_group"] == "other"  # the Mixer has no scale-invariant weight
+        assert row["predicted_steps"] == expected.loc["other", "steps"]
+        assert row["memory_fraction"] == pytest.approx(expected.loc["other", "memory_fraction"])
