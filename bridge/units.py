@@ -4,10 +4,13 @@ The one definition of every unit is :mod:`initmem.theory.units`; this module fee
 own per-step schedule (:func:`run_unit_increments`), accumulates it up to each logged evaluation
 (:func:`evaluation_units`), finds when a unit reaches a level (:func:`steps_to_unit`), draws its
 level over a grid of settings (:func:`phase_boundary`) and gives a sweep's design before training
-(:func:`design_table`, :func:`design_correlation`, :func:`format_design`; what ``initmem sweep run
---dry-run`` prints). ``d / |w_0|^2`` (the ``adam`` unit) comes from the logged init norms
-(:func:`init_scale`), from a drawn model (:func:`init_inv_norm_sq`, torch) or in expectation from the
-ResNets' shapes (:func:`initmem.empirical.shapes.expected_inv_init_sq_per_coord`, no torch).
+(:func:`design_table`, :func:`design_correlation`, :func:`design_counts`, :func:`format_design`;
+what ``initmem sweep run --dry-run`` prints), with each pipeline's predicted norm memory and
+forgetting time by the accumulated unit's norm law (:func:`predicted_forgetting`, law (U1)-(U2) of
+:mod:`initmem.theory.units`): which pipelines the design expects to forget within the run.
+``d / |w_0|^2`` (the ``adam`` unit) comes from the logged init norms (:func:`init_scale`), from a
+drawn model (:func:`init_inv_norm_sq`, torch) or in expectation from the ResNets' shapes
+(:func:`initmem.empirical.shapes.expected_inv_init_sq_per_coord`, no torch).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from initmem.empirical import tables
 from initmem.empirical.config import RunConfig
 from initmem.empirical.shapes import RESNETS, expected_inv_init_sq_per_coord
 from initmem.theory import units as theory_units
+from initmem.theory.criterion import FORGETTING
 
 #: Candidate units of forgetting (the one definition: :mod:`initmem.theory.units`).
 UNITS = theory_units.UNITS
@@ -214,6 +218,28 @@ def config_units(config, inv_init_sq_per_coord: float) -> dict[str, float]:
     return {k: float(v) for k, v in increments.sum().items()}
 
 
+def predicted_forgetting(config: RunConfig, alphas, inv_init_sq_per_coord: float) -> dict:
+    """The design's prediction for one pipeline, by the accumulated unit's norm law
+    (:func:`initmem.theory.units.accumulated_norm_memory`) fed with the run's per-step increments:
+    ``memory_end`` (norm memory of the largest against the smallest of ``alphas`` at the end of the
+    run) and ``forgetting_steps`` / ``forgetting_epochs`` until it is at or below 1/e (``inf``:
+    censored, not forgotten within the run). NaN everywhere for fewer than two alphas."""
+    alphas = sorted(set(float(a) for a in alphas))
+    if len(alphas) < 2:
+        return dict.fromkeys(("memory_end", "forgetting_steps", "forgetting_epochs"), math.nan)
+    increments = run_unit_increments(config, inv_init_sq_per_coord)
+    noise = increments[theory_units.noise_unit(config.optimizer)].to_numpy()
+    memory = theory_units.accumulated_norm_memory(
+        increments["explicit"].to_numpy(), noise, alpha=alphas[-1], reference=alphas[0]
+    )
+    steps = theory_units.forgetting_step(memory)
+    return {
+        "memory_end": float(memory[-1]) if memory.size else 1.0,
+        "forgetting_steps": steps,
+        "forgetting_epochs": steps / config.steps_per_epoch,
+    }
+
+
 def design_inv_init_sq(config: RunConfig, init: str = "expected") -> float:
     """``d / |w_0|^2`` at alpha = 1 as a design states it before training: in expectation from the
     ResNets' shapes (``init="expected"``, no torch), else, and for other models, of the drawn init
@@ -230,7 +256,9 @@ def design_table(configs, variants=None, *, init: str = "drawn") -> pd.DataFrame
     one entry kept per pipeline, so a streamed grid stays in bounded memory); ``variants`` their
     variant names (an iterable of the same length). Columns: ``variant``, ``pipeline``, ``optimizer``, ``lr``, ``momentum``, ``l2``,
     ``weight_decay``, ``schedule``, ``batch_size``, ``alpha_groups``, ``alphas``, ``n_seeds``,
-    ``inv_init_sq_per_coord`` and every unit of :data:`initmem.theory.units.UNITS` (totals).
+    ``inv_init_sq_per_coord``, every unit of :data:`initmem.theory.units.UNITS` (totals) and the
+    prediction of :func:`predicted_forgetting` (``predicted_memory_end``,
+    ``predicted_forgetting_steps``, ``predicted_forgetting_epochs``; ``inf``: censored).
     ``init``: ``d / |w_0|^2`` of the drawn model at alpha = 1 (``"drawn"``, :func:`init_inv_norm_sq`,
     builds it with torch) or its expectation from the ResNet's shapes (``"expected"``, no torch; other
     models are drawn).
@@ -270,6 +298,10 @@ def design_table(configs, variants=None, *, init: str = "drawn") -> pd.DataFrame
                 "n_seeds": len(entry["seeds"]),
                 "inv_init_sq_per_coord": inv,
                 **config_units(config, inv),
+                **{
+                    f"predicted_{key}": value
+                    for key, value in predicted_forgetting(config, entry["alphas"], inv).items()
+                },
             }
         )
     return pd.DataFrame(rows)
@@ -299,18 +331,53 @@ def design_correlation(table: pd.DataFrame, x: str = "epochs", y: str = "accumul
     return out
 
 
+def design_counts(table: pd.DataFrame, band=(1.0, 30.0)) -> dict:
+    """How a design covers accumulated regularization, over its pipelines with two or more alphas.
+
+    Returns ``n`` (those pipelines), ``per_decade`` (``{k: pipelines with accumulated in [10^k,
+    10^(k+1))}`` for every decade from the smallest to the largest value, empty ones included),
+    ``in_band`` (pipelines with ``band[0] <= accumulated <= band[1]``), ``forget`` (predicted to
+    forget by e within the run: a finite ``predicted_forgetting_steps``) and ``censored`` (predicted
+    not to: ``inf``).
+    """
+    compared = table[table["alphas"].str.count(",") >= 1] if "alphas" in table else table
+    accumulated = compared["accumulated"].to_numpy(dtype=np.float64)
+    usable = accumulated[np.isfinite(accumulated) & (accumulated > 0)]
+    per_decade: dict[int, int] = {}
+    if usable.size:
+        decades = np.floor(np.log10(usable)).astype(int)
+        per_decade = {
+            int(k): int(np.sum(decades == k)) for k in range(decades.min(), decades.max() + 1)
+        }
+    steps = compared["predicted_forgetting_steps"].to_numpy(dtype=np.float64)
+    return {
+        "n": int(len(compared)),
+        "per_decade": per_decade,
+        "in_band": int(np.sum((accumulated >= band[0]) & (accumulated <= band[1]))),
+        "band": tuple(band),
+        "forget": int(np.sum(np.isfinite(steps))),
+        "censored": int(np.sum(np.isinf(steps))),
+    }
+
+
 def format_design(table: pd.DataFrame) -> str:
-    """The design as text: one line per pipeline, then r of ln(epochs) and ln(accumulated)."""
+    """The design as text: one line per pipeline (its units and the predicted norm memory at the end
+    and forgetting time, :func:`predicted_forgetting`), then r of ln(epochs) and ln(accumulated) and
+    the counts of :func:`design_counts`."""
     lines = [
-        "design in units of forgetting (totals over each run; theory.units):",
+        "design in units of forgetting (totals over each run; theory.units); m_end: the norm memory "
+        "at the end by the accumulated unit's norm law (theory.units (U1)-(U2)),",
+        f"forgotten: the epoch that law reaches {FORGETTING.name}; censored: not within the run:",
         f"  {'variant':<22} {'alphas':<8} {'epochs':>6} {'steps':>6} {'accumulated':>11} "
-        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9}",
+        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten':>9}",
     ]
     for _, row in table.iterrows():
         lines.append(
             f"  {str(row['variant'] or row['pipeline']):<22} {row['alphas']:<8} "
             f"{row['epochs']:>6.0f} {row['steps']:>6.0f} {row['accumulated']:>11.3g} "
-            f"{row['explicit']:>9.3g} {row['sgd_noise']:>9.3g} {row['adam']:>9.3g}"
+            f"{row['explicit']:>9.3g} {row['sgd_noise']:>9.3g} {row['adam']:>9.3g} "
+            f"{_memory_text(row['predicted_memory_end']):>6} "
+            f"{_time_text(row['predicted_forgetting_epochs']):>9}"
         )
     corr = design_correlation(table)
     lines.append(
@@ -318,7 +385,32 @@ def format_design(table: pd.DataFrame) -> str:
         f"{corr['y_min']:.3g} to {corr['y_max']:.3g} ({corr['decades']:.1f} decades); Pearson r of "
         f"ln(epochs) and ln(accumulated) = {corr['r']:.2f}"
     )
+    counts = design_counts(table)
+    decades = ", ".join(
+        f"[{_power_text(k)}, {_power_text(k + 1)}): {n}" for k, n in counts["per_decade"].items()
+    )
+    low, high = counts["band"]
+    lines += [
+        f"pipelines per decade of accumulated regularization: {decades or 'none'}",
+        f"pipelines with accumulated regularization from {low:g} to {high:g}: {counts['in_band']}",
+        f"predicted to forget by e within the run: {counts['forget']} of {counts['n']} "
+        f"(predicted censored: {counts['censored']})",
+    ]
     return "\n".join(lines)
+
+
+def _memory_text(value: float) -> str:
+    return "-" if not np.isfinite(value) else f"{value:.2f}"
+
+
+def _time_text(epochs: float) -> str:
+    if np.isnan(epochs):
+        return "-"
+    return "censored" if np.isinf(epochs) else f"{epochs:.1f}"
+
+
+def _power_text(k: int) -> str:
+    return f"{10.0**k:g}"
 
 
 __all__ = [
@@ -327,6 +419,7 @@ __all__ = [
     "UNIT_DEFINITIONS",
     "config_units",
     "design_correlation",
+    "design_counts",
     "design_table",
     "evaluation_units",
     "format_design",
@@ -334,6 +427,7 @@ __all__ = [
     "init_norms",
     "init_scale",
     "phase_boundary",
+    "predicted_forgetting",
     "run_config",
     "run_unit_increments",
     "step_lrs",

@@ -37,6 +37,27 @@ not the accumulated regularization. :func:`initmem.theory.forgetting.predict_for
 The same function serves the dry run of a sweep (``initmem sweep run FILE --dry-run``: the schedule
 from the config, ``d / |w_0|^2`` from the model built at init, nothing trained) and the bridge
 (:func:`initmem.bridge.units.run_unit_increments`: ``d / |w_0|^2`` read from the logged init norms).
+
+The accumulated unit read as a norm law (:func:`accumulated_norm_memory`, derived here). Level 1 of
+``accumulated`` means an effect of order the init; taking that literally, the squared norm of a
+scale-invariant weight in units of its alpha = 1 init, ``n_t = |w_t|^2 / |w_0(1)|^2``, obeys
+
+    n_{t+1} = (1 - explicit_t)^2 n_t + noise_t,     n_0 = alpha^2 (ref^2 for the reference),  (U1)
+
+with ``explicit_t`` and ``noise_t`` the per-step increments of ``explicit`` and of the pipeline's
+noise unit (:func:`noise_unit`). For an adaptive optimizer (U1) is the mean field
+``|w|^2' = (1 - lr wd)^2 |w|^2 + lr^2 d`` of :class:`initmem.theory.normalized.AdaptiveMeanField`
+without the second moment's lag, divided by ``|w_0(1)|^2``; for SGD it is an idealization that
+puts the minibatch gradient's growth of ``|w|^2`` at ``(lr / (1 - mu))^2 / b`` per step in init
+units (the normalized-weight law, ``|w|^4`` growing by ``2 eta^2 |g_hat|^2``, needs the measured
+gradient scale ``|g_hat|^2``, which a design does not have). The norm memory of alpha against a
+reference (criterion (1) of :mod:`initmem.theory.criterion`) is then
+
+    m_t = ln(n_t(alpha) / n_t(ref)) / ln(alpha^2 / ref^2),                                  (U2)
+
+1 at init; explicit decay alone leaves it at 1 (both norms contract alike) and it falls only when
+the growth term matters against the contracted norms. It is the design's prediction of when alpha is
+forgotten (:func:`forgetting_step`): a statement before training, which the study then measures.
 """
 
 from __future__ import annotations
@@ -135,12 +156,51 @@ def inv_init_sq_per_coord(numels, init_norm_sq) -> float:
     return float(np.mean(numels / norms))
 
 
+def accumulated_norm_memory(explicit, noise, alpha: float, reference: float = 1.0) -> np.ndarray:
+    """Norm memory ``m_t`` after each step by the accumulated unit's norm law, (U1) and (U2) of the
+    module docstring (derived here).
+
+    ``explicit``, ``noise``: per-step increments of ``explicit`` and of the pipeline's noise unit
+    (:func:`unit_increments`, ``noise_unit(optimizer)``), same length; ``alpha`` and ``reference``
+    the two init scales (positive, different). Dimensionless; ``m`` after step ``t`` is entry
+    ``t - 1`` (an empty schedule gives an empty array).
+    """
+    explicit = np.asarray(
+        check_number("explicit", explicit, high=1.0, nonempty=False), dtype=np.float64
+    )
+    noise = np.asarray(check_number("noise", noise, nonempty=False), dtype=np.float64)
+    if explicit.shape != noise.shape or explicit.ndim != 1:
+        raise ValueError("explicit and noise must be 1-d, one entry per step, of the same length")
+    check_number("alpha", alpha, strict=True)
+    check_number("reference", reference, strict=True)
+    if alpha == reference:
+        raise ValueError(f"alpha and reference must differ (both {alpha:g})")
+    contraction = (1.0 - explicit) ** 2
+    norms = np.empty((len(explicit), 2))
+    state = np.array([alpha**2, reference**2], dtype=np.float64)
+    for step, (factor, growth) in enumerate(zip(contraction, noise, strict=True)):
+        state = factor * state + growth
+        norms[step] = state
+    return np.log(norms[:, 0] / norms[:, 1]) / math.log(alpha**2 / reference**2)
+
+
+def forgetting_step(memory, level: float = math.exp(-1.0)) -> float:
+    """The first step (1-based) after which ``memory`` (one entry per step, e.g.
+    :func:`accumulated_norm_memory`) is at or below ``level`` (default 1/e: the shared criterion,
+    :data:`initmem.theory.criterion.FORGETTING`); ``inf`` if it stays above it: censored by the
+    run's end."""
+    hit = np.flatnonzero(np.asarray(memory, dtype=np.float64) <= level)
+    return float(hit[0] + 1) if hit.size else math.inf
+
+
 __all__ = [
     "ADAPTIVE",
     "HEAVY_BALL",
     "UNITS",
     "UNIT_DEFINITIONS",
+    "accumulated_norm_memory",
     "accumulated_units",
+    "forgetting_step",
     "inv_init_sq_per_coord",
     "noise_unit",
     "unit_increments",

@@ -3,36 +3,73 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from initmem.bridge.units import design_correlation, design_table, init_inv_norm_sq
+from initmem.bridge.units import (
+    design_correlation,
+    design_counts,
+    design_table,
+    format_design,
+    init_inv_norm_sq,
+    predicted_forgetting,
+)
 from initmem.cli import main
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepSpec
 
 
+def _design(preset: str) -> pd.DataFrame:
+    runs = SweepSpec.from_file(preset).expand()
+    return design_table([r.config for r in runs], [r.variant for r in runs], init="expected")
+
+
 @pytest.fixture(scope="module")
 def units_design():
-    runs = SweepSpec.from_file("units").expand()
-    return design_table([r.config for r in runs], [r.variant for r in runs])
+    return _design("units")
 
 
-def test_units_preset_separates_epochs_from_accumulated_regularization(units_design):
-    compared = units_design[units_design["alphas"] == "1,4"]
-    assert len(compared) >= 12
+def test_units_preset_covers_the_transition_and_separates_the_units(units_design):
+    """Issue 18's design: accumulated regularization 0.03-50 densely (>= 4 pipelines a decade, >= 6
+    between 1 and 30), each level at two run lengths a factor >= 2 apart, |r| < 0.3, the four
+    optimizer families at two batch sizes, alpha 1 vs 8, and >= 6 pipelines predicted to forget."""
+    compared = units_design[units_design["alphas"] == "1,8"]
+    assert len(compared) == len(units_design) >= 16
+    accumulated = compared["accumulated"].to_numpy()
+    assert accumulated.min() <= 0.035 and accumulated.max() >= 45
+    for low in (0.01, 0.1, 1.0, 10.0):
+        assert np.sum((accumulated >= low) & (accumulated < 10 * low)) >= 4, low
+    assert np.sum((accumulated >= 1) & (accumulated <= 30)) >= 6
     corr = design_correlation(units_design)
-    assert corr["n"] == len(compared)
-    assert abs(corr["r"]) < 0.5
-    assert corr["decades"] >= 3
-    # the same r, computed directly
     direct = np.corrcoef(np.log(compared["epochs"]), np.log(compared["accumulated"]))[0, 1]
-    assert corr["r"] == pytest.approx(direct)
-    kinds = set(zip(compared["optimizer"], compared["momentum"] > 0, strict=True))
-    assert {("sgd", False), ("sgd", True), ("adam", False), ("adamw", False)} <= kinds
-    # a short x long factorial within each regime: two lengths, a factor 2 apart
+    assert corr["r"] == pytest.approx(direct) and abs(direct) < 0.3
+    # each regularization level at a short and a long run, a factor >= 2 apart
+    settings = ["optimizer", "lr", "momentum", "l2", "weight_decay", "schedule", "batch_size"]
+    for _, level in compared.groupby(settings):
+        assert len(level) == 2 and level["epochs"].max() >= 2 * level["epochs"].min()
+    kinds = set(
+        zip(compared["optimizer"], compared["momentum"] > 0, compared["l2"] > 0, strict=True)
+    )
+    assert {("sgd", False, False), ("sgd", True, False), ("adam", False, True)} <= kinds
+    assert "adamw" in set(compared["optimizer"]) and compared["batch_size"].nunique() >= 2
+    counts = design_counts(units_design)
+    assert counts["forget"] >= 6 and counts["forget"] + counts["censored"] == len(compared)
+    forget = compared[np.isfinite(compared["predicted_forgetting_epochs"])]
+    # predicted well inside the run: before 80% of it
+    assert np.all(forget["predicted_forgetting_epochs"] < 0.8 * forget["epochs"])
+
+
+def test_units_v1_preset_keeps_the_first_design():
+    design = _design("units-v1")
+    compared = design[design["alphas"] == "1,4"]
+    assert len(compared) == 12
+    corr = design_correlation(design)
+    assert abs(corr["r"]) < 0.5 and corr["decades"] >= 3
     assert sorted(np.round(compared["epochs"]).unique()) == [24, 48]
-    groups = units_design[units_design["alphas"] == "4"]["alpha_groups"]
+    groups = design[design["alphas"] == "4"]["alpha_groups"]
     assert {"conv", "bn", "head"} <= set(groups)
+    # the law predicts what units-v1 measured: 2 of 12 pipelines forgotten by e within the run
+    assert design_counts(design)["forget"] == 2
 
 
 def test_init_inv_norm_sq_matches_the_default_init_in_expectation():
@@ -54,6 +91,9 @@ def test_dry_run_prints_the_design_and_r(capsys):
     out = capsys.readouterr().out
     assert "Pearson r of ln(epochs) and ln(accumulated)" in out
     assert "adamw-high-long" in out
+    assert "pipelines per decade of accumulated regularization:" in out
+    assert "pipelines with accumulated regularization from 1 to 30:" in out
+    assert "predicted to forget by e within the run:" in out
 
 
 @pytest.mark.parametrize("model", ["resnet9", "resnet18"])
@@ -89,3 +129,61 @@ def test_dry_run_loads_no_torch(tmp_path):
     ).stdout
     assert "Pearson r of ln(epochs) and ln(accumulated)" in out
     assert out.strip().endswith("no torch 0")
+
+
+def _hand_made_design() -> pd.DataFrame:
+    """Seven pipelines, six with two alphas; counts by hand in the test below."""
+    inf = np.inf
+    return pd.DataFrame(
+        {
+            "variant": ["a", "b", "c", "d", "e", "f", "groups"],
+            "pipeline": ["a", "b", "c", "d", "e", "f", "g"],
+            "alphas": ["1,8", "1,8", "1,8", "1,8", "1,8", "1,8", "8"],
+            "epochs": [24.0, 48.0, 16.0, 32.0, 24.0, 48.0, 48.0],
+            "steps": [744.0, 1488.0, 496.0, 992.0, 744.0, 1488.0, 1488.0],
+            "accumulated": [0.05, 0.08, 0.5, 2.0, 30.0, 31.0, 5.0],
+            "explicit": [0.0, 0.0, 0.1, 1.0, 0.3, 0.6, 0.0],
+            "sgd_noise": [0.05, 0.08, 0.4, 1.0, 0.0, 0.0, 5.0],
+            "adam": [500.0, 800.0, 0.0, 0.0, 29.7, 30.4, 0.0],
+            "predicted_memory_end": [0.99, 0.98, 0.9, 0.3, 0.2, 0.1, np.nan],
+            "predicted_forgetting_steps": [inf, inf, inf, 900.0, 300.0, 310.0, np.nan],
+            "predicted_forgetting_epochs": [inf, inf, inf, 900 / 31, 300 / 31, 310 / 31, np.nan],
+        }
+    )
+
+
+def test_design_counts_on_a_hand_made_design():
+    counts = design_counts(_hand_made_design())
+    # by hand: decades of 0.05, 0.08 | 0.5 | 2.0 | 30, 31 (the single-alpha pipeline left out)
+    assert counts["n"] == 6
+    assert counts["per_decade"] == {-2: 2, -1: 1, 0: 1, 1: 2}
+    assert counts["in_band"] == 2  # 2.0 and 30.0; 31 lies above 30
+    assert counts["forget"] == 3 and counts["censored"] == 3
+    text = format_design(_hand_made_design())
+    assert "[0.01, 0.1): 2, [0.1, 1): 1, [1, 10): 1, [10, 100): 2" in text
+    assert "from 1 to 30: 2" in text
+    assert "predicted to forget by e within the run: 3 of 6 (predicted censored: 3)" in text
+    rows = {line.split()[0]: line.split() for line in text.splitlines()}
+    assert rows["a"][-2:] == ["0.99", "censored"] and rows["e"][-2:] == ["0.20", f"{300 / 31:.1f}"]
+    assert rows["groups"][-2:] == ["-", "-"]
+
+
+def test_predicted_forgetting_is_the_closed_form_of_a_constant_adamw_run():
+    """AdamW at a constant lr: explicit e = lr wd and growth g = lr^2 d / |w_0|^2 per step, so
+    n_t = q^t n_0 + g (1 - q^t) / (1 - q) with q = (1 - e)^2 (theory.units (U1)), computed here."""
+    config = RunConfig(
+        optimizer="adamw", lr=1e-2, weight_decay=0.1, epochs=20, batch_size=16,
+        train_size=500, width=0.125, device="cpu",
+    )  # fmt: skip
+    inv = 700.0
+    got = predicted_forgetting(config, [1.0, 8.0], inv)
+    e, g = config.lr * config.weight_decay, config.lr**2 * inv
+    t = np.arange(1, config.total_steps + 1)
+    q = (1 - e) ** 2
+    grown = g * (1 - q**t) / (1 - q)
+    memory = np.log((64 * q**t + grown) / (q**t + grown)) / np.log(64)
+    assert got["memory_end"] == pytest.approx(memory[-1], rel=1e-9)
+    first = np.flatnonzero(memory <= np.exp(-1))[0] + 1
+    assert got["forgetting_steps"] == first
+    assert got["forgetting_epochs"] == pytest.approx(first / config.steps_per_epoch)
+    assert np.isnan(predicted_forgetting(config, [8.0], inv)["memory_end"])

@@ -232,6 +232,29 @@ def test_presets_are_listed_and_valid():
     assert paper["adam"].optimizer == "adam" and paper["adamw"].optimizer == "adamw"
 
 
+def test_architectures_preset_crosses_every_architecture_with_the_same_four_pipelines():
+    """Issue 19's study: ResNet-9 and the four new architectures, each under the same 4 pipelines
+    (only model and width differ between architectures), alpha 1 and 8 on every parameter, 4 seeds."""
+    runs = SweepSpec.from_file("architectures").expand()
+    assert len(runs) == 5 * 4 * 2 * 4
+    models = {r.config.model for r in runs}
+    assert models == {"resnet9", "vit-tiny", "mlp-mixer", "nf-resnet", "mlp"}
+    pipeline_fields = ("optimizer", "lr", "momentum", "l2", "weight_decay", "schedule", "epochs")
+    pipelines: dict[str, set] = {}
+    for r in runs:
+        assert r.variant.startswith(r.config.model + "-")
+        pipeline = r.variant[len(r.config.model) + 1 :]
+        pipelines.setdefault(pipeline, set()).add(
+            tuple(getattr(r.config, f) for f in pipeline_fields)
+        )
+        assert r.config.alpha_groups == ("all",) and r.config.dataset == "fashion-mnist"
+    assert sorted(pipelines) == ["adam", "adamw", "sgd", "sgd-l2"]
+    assert all(len(settings) == 1 for settings in pipelines.values()), pipelines
+    for variant in {r.variant for r in runs}:
+        points = {(r.config.alpha, r.config.seed) for r in runs if r.variant == variant}
+        assert points == set(itertools.product((1.0, 8.0), range(4)))
+
+
 # ====================================================================== the sweep folder
 def test_manifest_records_hash_variant_and_run_folder(tmp_path):
     runs = prepare_sweep(SweepSpec.from_toml(SWEEP), tmp_path / "s")
