@@ -70,8 +70,11 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float,
 
 
 # ----------------------------------------------------------------------------------- one replica
-def score_replica(replica, *, rules=("rank",), n_boot: int = 200, seed: int = 0) -> list[dict]:
-    """Every verdict of the study on one replica, scored against its truth.
+def score_replica(
+    replica, *, rules=("rank",), n_boot: int = 200, seed: int = 0, per_pipeline: bool = True
+) -> list[dict]:
+    """Every verdict of the study on one replica, scored against its truth (the per-pipeline ones
+    only with ``per_pipeline``).
 
     Rows: ``verdict`` (what kind), ``subject`` (memory or pipeline), ``said``, ``wrong`` (bool) and,
     for intervals, ``verdict = "... interval covers the truth"`` with ``said`` "covers" / "misses".
@@ -93,7 +96,12 @@ def score_replica(replica, *, rules=("rank",), n_boot: int = 200, seed: int = 0)
         for _, r in decision.iterrows():
             said = r["winner"]
             rows.append(
-                _row("unit decision (LOO R^2)", r["memory"], said, said not in ("cannot tell", right_unit))
+                _row(
+                    "unit decision (LOO R^2)",
+                    r["memory"],
+                    said,
+                    said not in ("cannot tell", right_unit),
+                )
             )
         for _, r in intervals[intervals["unit"] == "accumulated"].iterrows():
             said = _loo_collapse(r)
@@ -101,7 +109,8 @@ def score_replica(replica, *, rules=("rank",), n_boot: int = 200, seed: int = 0)
                 said == "collapse" and truth != "accumulated"
             )
             rows.append(_row("collapse (LOO R^2)", r["memory"], said, wrong))
-    rows += _pipeline_rows(replica, seed=seed)
+    if per_pipeline:
+        rows += _pipeline_rows(replica, seed=seed)
     return rows
 
 
@@ -130,18 +139,39 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
         null = memory.spread_null(end, seed=seed)
         said = "above its null" if null["p_value"] < memory.ALPHA_LEVEL else "not above"
         rows.append(
-            _row("spread above its null", p.label, said, said == "above its null" and true_spread < NULL_SPREAD_PP)
+            _row(
+                "spread above its null",
+                p.label,
+                said,
+                said == "above its null" and true_spread < NULL_SPREAD_PP,
+            )
         )
         lo, hi = memory.bootstrap_spread([end[:, a] for a in range(end.shape[1])], seed=seed)
         covers = bool(lo <= true_spread <= hi)
-        rows.append(_row("spread interval covers the truth", p.label, "covers" if covers else "misses", not covers))
+        rows.append(
+            _row(
+                "spread interval covers the truth",
+                p.label,
+                "covers" if covers else "misses",
+                not covers,
+            )
+        )
         value, nlo, nhi = memory.mean_interval(norm[:, -1])
         level = memory.FORGOTTEN_LEVEL
         said = "converged" if nhi < level else "stayed apart" if nlo > level else "cannot tell"
-        wrong = (said == "converged" and m[-1] >= level) or (said == "stayed apart" and m[-1] <= level)
+        wrong = (said == "converged" and m[-1] >= level) or (
+            said == "stayed apart" and m[-1] <= level
+        )
         rows.append(_row("norm memory at the end", p.label, said, wrong))
         covers = bool(nlo <= m[-1] <= nhi)
-        rows.append(_row("norm interval covers the truth", p.label, "covers" if covers else "misses", not covers))
+        rows.append(
+            _row(
+                "norm interval covers the truth",
+                p.label,
+                "covers" if covers else "misses",
+                not covers,
+            )
+        )
     return rows
 
 
@@ -176,6 +206,7 @@ def calibrate(
     rules=("rank",),
     n_boot: int = 200,
     seed: int = 0,
+    per_pipeline: bool = True,
 ) -> Calibration:
     """``n_replicas`` replicas of ``design`` under each truth of :data:`TRUTHS`, every verdict scored.
 
@@ -190,7 +221,13 @@ def calibrate(
     for unit, truth in truths.items():
         for i in range(n_replicas):
             rng = np.random.default_rng([seed, i, TRUTHS.index(unit)])
-            rows = score_replica(draw(design, truth, rng), rules=rules, n_boot=n_boot, seed=seed + i)
+            rows = score_replica(
+                draw(design, truth, rng),
+                rules=rules,
+                n_boot=n_boot,
+                seed=seed + i,
+                per_pipeline=per_pipeline,
+            )
             frames.append(pd.DataFrame(rows).assign(truth=unit, replica=i))
     scores = pd.concat(frames, ignore_index=True)
     return Calibration(scores, design, truths, n_replicas, time.monotonic() - start)
@@ -225,7 +262,17 @@ def error_table(scores: pd.DataFrame) -> pd.DataFrame:
     for (truth, verdict), group in scores.groupby(["truth", "verdict"], sort=False):
         n, k = len(group), int(group["wrong"].sum())
         lo, hi = wilson_interval(k, n)
-        rows.append({"truth": truth, "verdict": verdict, "n": n, "wrong": k, "error": k / n, "lo": lo, "hi": hi})
+        rows.append(
+            {
+                "truth": truth,
+                "verdict": verdict,
+                "n": n,
+                "wrong": k,
+                "error": k / n,
+                "lo": lo,
+                "hi": hi,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -256,6 +303,7 @@ def power_table(
     truths: dict | None = None,
     n_boot: int = 100,
     seed: int = 0,
+    cells=None,
 ) -> pd.DataFrame:
     """Power and error of the unit decision (rank rule) as seeds and pipelines grow.
 
@@ -263,37 +311,40 @@ def power_table(
     (the multipliers), ``n_seeds``, ``n_pipelines`` (the design's), ``power`` (rate of the right
     verdict: the truth's unit; "cannot tell" under ``neither``), ``error`` (rate of a wrong named
     unit) with Wilson intervals ``power_lo``, ``power_hi``, ``error_lo``, ``error_hi``, ``n``.
-    :meth:`Design.scaled` says how pipelines are added.
+    :meth:`Design.scaled` says how pipelines are added; ``cells``: the (seeds, pipelines) pairs to
+    compute instead of every pair of ``multipliers``.
     """
     rows = []
-    for s in multipliers:
-        for p in multipliers:
-            scaled = design.scaled(seeds=s, pipelines=p)
-            result = calibrate(scaled, n_replicas, truths=truths, n_boot=n_boot, seed=seed)
-            part = result.scores[result.scores["verdict"] == "unit decision (rank)"]
-            for (truth, subject), group in part.groupby(["truth", "subject"], sort=False):
-                right = truth if truth != "neither" else "cannot tell"
-                n = len(group)
-                good, bad = int((group["said"] == right).sum()), int(group["wrong"].sum())
-                power_lo, power_hi = wilson_interval(good, n)
-                error_lo, error_hi = wilson_interval(bad, n)
-                rows.append(
-                    {
-                        "seeds": s,
-                        "pipelines": p,
-                        "n_seeds": scaled.n_seeds,
-                        "n_pipelines": len(scaled.pipelines),
-                        "truth": truth,
-                        "memory": subject,
-                        "n": n,
-                        "power": good / n,
-                        "power_lo": power_lo,
-                        "power_hi": power_hi,
-                        "error": bad / n,
-                        "error_lo": error_lo,
-                        "error_hi": error_hi,
-                    }
-                )
+    cells = cells or [(s, p) for s in multipliers for p in multipliers]
+    for s, p in cells:
+        scaled = design.scaled(seeds=s, pipelines=p)
+        result = calibrate(
+            scaled, n_replicas, truths=truths, n_boot=n_boot, seed=seed, per_pipeline=False
+        )
+        part = result.scores[result.scores["verdict"] == "unit decision (rank)"]
+        for (truth, subject), group in part.groupby(["truth", "subject"], sort=False):
+            right = truth if truth != "neither" else "cannot tell"
+            n = len(group)
+            good, bad = int((group["said"] == right).sum()), int(group["wrong"].sum())
+            power_lo, power_hi = wilson_interval(good, n)
+            error_lo, error_hi = wilson_interval(bad, n)
+            rows.append(
+                {
+                    "seeds": s,
+                    "pipelines": p,
+                    "n_seeds": scaled.n_seeds,
+                    "n_pipelines": len(scaled.pipelines),
+                    "truth": truth,
+                    "memory": subject,
+                    "n": n,
+                    "power": good / n,
+                    "power_lo": power_lo,
+                    "power_hi": power_hi,
+                    "error": bad / n,
+                    "error_lo": error_lo,
+                    "error_hi": error_hi,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -307,7 +358,16 @@ def design_that_tells(power: pd.DataFrame, memory_name: str, unit: str, target: 
         mine = group[group["truth"] == unit]
         if mine.empty or mine["power"].iloc[0] < target or (group["error"] > MAX_ERROR).any():
             continue
-        candidates.append((s * p, s, p, group["n_seeds"].iloc[0], group["n_pipelines"].iloc[0], mine["power"].iloc[0]))
+        candidates.append(
+            (
+                s * p,
+                s,
+                p,
+                group["n_seeds"].iloc[0],
+                group["n_pipelines"].iloc[0],
+                mine["power"].iloc[0],
+            )
+        )
     if not candidates:
         largest = part[["n_seeds", "n_pipelines"]].max()
         return (
@@ -326,12 +386,188 @@ __all__ = [
     "MULTIPLIERS",
     "NULL_SPREAD_PP",
     "Calibration",
+    "StudyCalibration",
     "allowed_verdicts",
+    "apply_calibration",
+    "calibrate_study",
     "calibrate",
     "design_that_tells",
     "error_table",
     "power_table",
     "rate_table",
     "score_replica",
+    "truths_from",
     "wilson_interval",
 ]
+
+
+# ----------------------------------------------------------------------------------- the study's own
+def truths_from(report) -> dict:
+    """The three truths (S1) with the noise of a real sweep: ``report`` a
+    :class:`~initmem.bridge.fitting.BridgeReport` (its ``cubes`` and ``units``).
+
+    ``sigma_norm``: the pooled seed-to-seed standard deviation of the norm memory over the evaluations
+    after init; ``sigma_acc``: that of the test accuracy per (pipeline, alpha, evaluation) (the seed
+    effect shared by a seed's alphas is left in it, ``sigma_seed = 0``: the spread comes out noisier,
+    the calibration conservative); ``gap``: the largest spread at a pipeline's first evaluation after
+    init; ``scale`` and ``shape`` of each unit's truth: the stretched exponential fit of the norm memory
+    against that unit (:func:`~initmem.bridge.fits.stretched_exponential_fit`, the ``units`` table),
+    the default where missing. Derived here.
+    """
+    cubes = getattr(report, "cubes", {}) or {}
+    defaults = Truth()
+    sigma_norm = _pooled_sd([c.values[:, 1:] for c in cubes.get("norm", [])], axis=0)
+    sigma_acc = _pooled_sd([c.values for c in cubes.get("spread", [])], axis=0)
+    gaps = [c.memory()[0] / 100.0 for c in cubes.get("spread", []) if c.values.shape[-1]]
+    common = {
+        "sigma_norm": sigma_norm if np.isfinite(sigma_norm) else defaults.sigma_norm,
+        "sigma_acc": sigma_acc if np.isfinite(sigma_acc) else defaults.sigma_acc,
+        "sigma_seed": 0.0 if np.isfinite(sigma_acc) else defaults.sigma_seed,
+        "gap": float(np.nanmax(gaps)) if gaps and np.isfinite(np.nanmax(gaps)) else defaults.gap,
+    }
+    units = getattr(report, "units", pd.DataFrame())
+    out = {}
+    for unit in TRUTHS:
+        scale, shape = None, 1.0
+        if unit != "neither" and not units.empty and "scale" in units:
+            row = units[(units["memory"] == "norm") & (units["unit"] == unit)]
+            if not row.empty and np.isfinite(row["scale"].iloc[0]) and row["scale"].iloc[0] > 0:
+                scale, shape = float(row["scale"].iloc[0]), float(row["shape"].iloc[0])
+        out[unit] = Truth(unit, scale=scale, shape=shape, **common)
+    return out
+
+
+def _pooled_sd(arrays, axis: int) -> float:
+    """sqrt of the mean over cells of the sample variance along ``axis`` (seeds), NaN with none."""
+    variances = []
+    for a in arrays:
+        if a.shape[axis] >= 2 and a.size:
+            variances.append(np.nanvar(a, axis=axis, ddof=1).ravel())
+    if not variances:
+        return math.nan
+    values = np.concatenate(variances)
+    values = values[np.isfinite(values)]
+    return float(np.sqrt(values.mean())) if values.size else math.nan
+
+
+@dataclass
+class StudyCalibration:
+    """The study's verdicts calibrated on its own design: ``calibration`` (:class:`Calibration`),
+    ``allowed`` (:func:`allowed_verdicts` of the rank decision), ``tells`` (per memory whose verdict
+    is "cannot tell": the design that would tell, :func:`design_that_tells`), ``power`` (the cells of
+    :func:`power_table` computed for it), ``seconds``."""
+
+    calibration: Calibration
+    allowed: dict
+    tells: dict
+    power: pd.DataFrame
+    seconds: float
+
+
+def calibrate_study(
+    report,
+    design: Design,
+    n_replicas: int,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    search: bool = True,
+) -> StudyCalibration:
+    """Calibrate the study's verdicts on ``design`` with the noise of ``report``
+    (:func:`truths_from`); where its decision cannot name a calibrated unit, search the power table
+    (fewest runs first, ``max(20, n_replicas // 4)`` replicas per cell, stopping at the first design
+    that tells) for the design that would (``search``)."""
+    start = time.monotonic()
+    truths = truths_from(report)
+    result = calibrate(design, n_replicas, truths=truths, n_boot=n_boot, seed=seed)
+    allowed = allowed_verdicts(result.scores)
+    decision = report.decision
+    tells, cells = {}, []
+    if search and not decision.empty:
+        for _, row in decision.iterrows():
+            unit = row.get("winner")
+            if (
+                unit in stats.DECIDING_UNITS
+                and allowed.get(row["memory"], {}).get(unit, 1) <= MAX_ERROR
+            ):
+                continue
+            guess = (
+                stats.DECIDING_UNITS[0] if row.get("rank_diff", 0) >= 0 else stats.DECIDING_UNITS[1]
+            )
+            tells[row["memory"]], found = _search(
+                design, truths, row["memory"], guess, n_replicas, seed
+            )
+            cells += found
+    power = pd.concat(cells, ignore_index=True) if cells else pd.DataFrame()
+    return StudyCalibration(result, allowed, tells, power, time.monotonic() - start)
+
+
+def _search(design, truths, memory_name, unit, n_replicas, seed):
+    """The first design of (seeds, pipelines) multipliers, fewest runs first, that tells ``unit``."""
+    order = sorted(
+        ((s, p) for s in MULTIPLIERS for p in MULTIPLIERS if (s, p) != (1, 1)),
+        key=lambda c: (c[0] * c[1], c[1]),
+    )
+    cells = []
+    for s, p in order:
+        cell = power_table(
+            design,
+            max(20, n_replicas // 4),
+            multipliers=None,
+            cells=[(s, p)],
+            truths=truths,
+            n_boot=100,
+            seed=seed,
+        )
+        cells.append(cell)
+        sentence = design_that_tells(cell, memory_name, unit)
+        if not sentence.startswith("no design"):
+            return sentence, cells
+    return design_that_tells(pd.concat(cells, ignore_index=True), memory_name, unit), cells
+
+
+def apply_calibration(
+    decision: pd.DataFrame, calibrated: StudyCalibration | None, command: str = ""
+) -> pd.DataFrame:
+    """The decision with only calibrated winners: a named unit stays where its calibrated error rate
+    is at most :data:`MAX_ERROR`, else "cannot tell" with the rate and the design that would tell.
+    Without a calibration (None) a winner "epochs" (the negative verdict on accumulated
+    regularization) becomes "cannot tell"; ``command`` says how to calibrate."""
+    if decision.empty:
+        return decision
+    decision = decision.copy()
+    texts, winners, notes, whys = [], [], [], []
+    for _, row in decision.iterrows():
+        winner, why, note = row["winner"], "", ""
+        if calibrated is None:
+            note = (
+                f"not calibrated on this design ({command or 'initmem study DIR --calibrate 200'})"
+            )
+            if winner == stats.DECIDING_UNITS[1]:
+                winner, why = "cannot tell", "a verdict for epochs needs its error rate calibrated"
+        else:
+            n = calibrated.calibration.n_replicas
+            worst = calibrated.allowed.get(row["memory"], {})
+            if winner in stats.DECIDING_UNITS:
+                rate = worst.get(winner, math.nan)
+                note = (
+                    f"calibrated: named wrongly in {rate:.1%} of {n} synthetic replicas per truth"
+                )
+                if not rate <= MAX_ERROR:
+                    why = (
+                        f"naming {winner} here would be wrong in {rate:.1%} of {n} synthetic "
+                        f"replicas (> {MAX_ERROR:.0%})"
+                    )
+                    winner = "cannot tell"
+            if winner == "cannot tell" and row["memory"] in calibrated.tells:
+                note = calibrated.tells[row["memory"]]
+        winners.append(winner)
+        whys.append(why)
+        notes.append(note)
+    decision["winner"] = winners
+    decision["why_not"] = whys
+    decision["calibration"] = notes
+    for _, row in decision.iterrows():
+        texts.append(stats.unit_decision_text(row))
+    decision["text"] = texts
+    return decision

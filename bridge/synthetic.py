@@ -83,7 +83,9 @@ class Design:
         every unit that grows with the regularization is scaled, epochs are not). Derived here.
         """
         if seeds < 1 or pipelines < 1:
-            raise ValueError(f"seeds and pipelines multipliers must be >= 1 (got {seeds}, {pipelines})")
+            raise ValueError(
+                f"seeds and pipelines multipliers must be >= 1 (got {seeds}, {pipelines})"
+            )
         out = []
         for p in self.pipelines:
             for j in range(pipelines):
@@ -116,7 +118,9 @@ def design_of(configs, variants=None) -> Design:
     groups: dict[str, dict] = {}
     for config, variant in zip(configs, variants, strict=True):
         key = tables.pipeline_id(config.to_dict())
-        entry = groups.setdefault(key, {"config": config, "label": variant, "alphas": set(), "seeds": {}})
+        entry = groups.setdefault(
+            key, {"config": config, "label": variant, "alphas": set(), "seeds": {}}
+        )
         entry["alphas"].add(float(config.alpha))
         entry["seeds"].setdefault(float(config.alpha), set()).add(int(config.seed))
     pipelines, alpha_sets, seed_counts = [], [], []
@@ -201,7 +205,9 @@ def true_memory(design: Design, truth: Truth) -> list[np.ndarray]:
         clocks = [p.steps / p.steps[-1] for p in design.pipelines]
         scale = truth.scale or 1.0
         c = neither_scales(design)
-        return [np.exp(-((t / (scale * ci)) ** truth.shape)) for t, ci in zip(clocks, c, strict=True)]
+        return [
+            np.exp(-((t / (scale * ci)) ** truth.shape)) for t, ci in zip(clocks, c, strict=True)
+        ]
     values = [p.units[truth.unit] for p in design.pipelines]
     scale = truth.scale or float(np.median([v[-1] for v in values]))
     return [np.exp(-((v / scale) ** truth.shape)) for v in values]
@@ -246,7 +252,9 @@ def replica_cubes(replica: Replica) -> dict:
     :func:`~initmem.bridge.stats.memory_cubes` builds them from its folder: the norm memory at every
     evaluation, the spread from the first evaluation after init (the pipeline has learned there)."""
     norm, spread = [], []
-    for p, values, acc in zip(replica.design.pipelines, replica.norm, replica.accuracy, strict=True):
+    for p, values, acc in zip(
+        replica.design.pipelines, replica.norm, replica.accuracy, strict=True
+    ):
         norm.append(PipelineCube(p.label, values, dict(p.units)))
         later = {u: v[1:] for u, v in p.units.items()}
         spread.append(PipelineCube(p.label, acc[:, :, 1:], later, scale=100.0))
