@@ -86,7 +86,8 @@ def score_replica(
     if "rank" in rules:
         table = stats.rank_bootstrap(cubes, n_boot=n_boot, seed=seed)
         for _, r in table.iterrows():
-            said = r["rank_winner"]
+            guard = stats.decision_guard(cubes[r["memory"]], stats.DECIDING_UNITS, 0, 0)
+            said = "cannot tell" if guard else r["rank_winner"]
             wrong = said != "cannot tell" and said != right_unit
             rows.append(_row("unit decision (rank)", r["memory"], said, wrong))
     if "loo" in rules:
@@ -490,6 +491,11 @@ def calibrate_study(
                 unit in stats.DECIDING_UNITS
                 and allowed.get(row["memory"], {}).get(unit, 1) <= MAX_ERROR
             ):
+                continue
+            if row.get("reason"):  # more of the same design cannot lift a guard of the design
+                tells[row["memory"]] = (
+                    f"more seeds or pipelines of this design cannot tell ({row['reason']})"
+                )
                 continue
             guess = (
                 stats.DECIDING_UNITS[0] if row.get("rank_diff", 0) >= 0 else stats.DECIDING_UNITS[1]

@@ -352,10 +352,12 @@ def rank_bootstrap(
     ``K = sign(A_pt - A_qt') - sign(E_pt - E_qt')`` (A accumulated regularization, E epochs): a pair
     counts only where the two units order it differently, and then for the unit under which the
     memory is lower at the larger value (forgetting). ``d = +1``: every such pair is ordered as
-    accumulated regularization says; ``-1``: as epochs say. It is the difference of the two units'
-    Kendall tau of memory against unit (decreasing), over the pairs where they differ. Pairs within one
-    pipeline have both units growing together and count (almost) nothing: ``d`` compares pipelines.
-    Derived here.
+    accumulated regularization says; ``-1``: as epochs say. A pair one unit ties counts for the other
+    unit only, and a pair of equal memories counts 0 (a noiseless epochs truth on pipelines that share
+    their evaluation epochs gives ``d`` above -1: its pairs tied in epochs are tied in memory too).
+    It is the difference of the two units' Kendall tau of memory against unit (decreasing), over the
+    pairs where they differ. Pairs within one pipeline have both units growing together and count
+    (almost) nothing: ``d`` compares pipelines. Derived here.
 
     The interval resamples pipelines and, within each, seeds, as :func:`unit_bootstrap` does. A winner
     is named when the ``level`` interval excludes 0. Returns one row per memory: ``memory``,

@@ -59,6 +59,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--power-replicas", type=int, default=100, metavar="N", help="replicas per power cell"
     )
+    for flag, what in (
+        (
+            "--scale",
+            "u0 of the accumulated truth (default: the median over the design's pipelines)",
+        ),
+        ("--epochs-scale", "u0 of the epochs truth (default: the median)"),
+        ("--sigma-norm", "seed noise of the norm memory (default 0.03, or measured in a folder)"),
+        ("--sigma-acc", "seed noise of a run's test accuracy, fraction (default 0.01)"),
+        ("--gap", "accuracy gap of the extreme alphas at full memory, fraction (default 0.08)"),
+    ):
+        parser.add_argument(flag, type=float, default=None, metavar="X", help=what)
     parser.add_argument("--out", metavar="DIR", default=None, help="write the CSV tables here")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.set_defaults(func=run)
@@ -91,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         from initmem.empirical.tables import load_sweep
 
         truths = calibrate.truths_from(fit(load_sweep(args.source), n_boot=0))
+    truths = _with_flags(truths, args)
     result = calibrate.calibrate(
         design, args.replicas, truths=truths, rules=rules, n_boot=args.n_boot, seed=args.seed
     )
@@ -113,3 +125,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"tables in {out}")
     print(f"calibration took {time.monotonic() - start:.1f} s")
     return 0
+
+
+def _with_flags(truths, args):
+    """The truths with the noise and scale flags applied (None: all defaults and no flag)."""
+    import dataclasses
+
+    from initmem.bridge import synthetic
+
+    values = {
+        "sigma_norm": args.sigma_norm,
+        "sigma_acc": args.sigma_acc,
+        "gap": args.gap,
+    }
+    values = {k: v for k, v in values.items() if v is not None}
+    if values.get("sigma_acc") is not None:
+        values["sigma_seed"] = 0.0
+    scales = {"accumulated": args.scale, "epochs": args.epochs_scale}
+    if truths is None and not values and all(v is None for v in scales.values()):
+        return None
+    truths = truths or {unit: synthetic.Truth(unit) for unit in synthetic.TRUTHS}
+    out = {}
+    for unit, truth in truths.items():
+        changes = dict(values)
+        if scales.get(unit) is not None:
+            changes["scale"] = scales[unit]
+        out[unit] = dataclasses.replace(truth, **changes)
+    return out
