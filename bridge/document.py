@@ -56,9 +56,12 @@ def question(study) -> list[str]:
         "or `(lr/(1-mu))^2 d/|w_0|^2` for adaptive optimizers; `initmem.theory.units`), pipelines "
         "that differ in everything else should forget alike at equal accumulated regularization; "
         "if it is counted in epochs, at equal epochs. The study varies the two independently and "
-        "decides between them by a comparison fixed in advance: the paired difference of the "
-        "leave-one-pipeline-out R^2 of a decreasing fit of the memory against each unit, with a 95% "
-        "bootstrap interval over pipelines and seeds; a winner only when the interval excludes 0.",
+        "decides between them by a comparison fixed in advance: over the pairs of evaluations "
+        "the two units order differently, the fraction where the memory is ordered as accumulated "
+        "regularization says minus the fraction ordered as epochs say, with a 95% bootstrap "
+        "interval over pipelines and seeds; a winner only when the interval excludes 0 and its "
+        "error rate on synthetic sweeps of this design is at most 5%. The paired difference of "
+        "the leave-one-pipeline-out R^2 of a decreasing fit is reported beside it.",
         "",
         framing.question(study.sweep_dir),
         "",
@@ -403,8 +406,11 @@ def rules(study) -> list[str]:
         "the theory, the report and the bridge use the same).",
         "- A forgetting time not reached within the run is censored: reported as a lower bound "
         "and left out of the measured-vs-predicted fit.",
-        "- The decision: accumulated regularization against epochs only, on the paired difference "
-        "of leave-one-pipeline-out R^2; other units are reported, not used to pick a winner.",
+        "- The decision: accumulated regularization against epochs only, on the rank difference "
+        "(pairs of evaluations the units order differently), a winner only where calibrated "
+        "(wrong in at most 5% of synthetic sweeps of this design); the leave-one-pipeline-out "
+        "R^2 and other units are reported, not used to pick a winner; the collapse sentences "
+        "follow the R^2 interval only where the decision agrees.",
         "- With two alphas the spread is symmetric under swapping every seed's labels at once, so "
         "the smallest attainable permutation p-value is 2 / 2^seeds.",
         "",

@@ -7,7 +7,13 @@ alphas per pipeline) and computes, from the data only:
   epochs, which of its runs interpolate, and the Pearson r of ln(epochs) and ln(accumulated) over
   the pipelines whose runs all interpolate;
 * the **bridge** (:func:`initmem.bridge.fitting.fit`): forgetting times measured and predicted, the unit
-  comparison with its intervals and the pre-registered decision;
+  comparison with its intervals and the decision (:func:`initmem.bridge.stats.decide`);
+* **how often the verdict would be wrong** (``calibrate`` replicas,
+  :func:`initmem.bridge.calibrate.calibrate_study`): synthetic sweeps of this design under each
+  truth with the seed noise measured here; a named unit stays only where its calibrated error rate is
+  at most 5%, else "cannot tell" and the design that would tell
+  (:func:`~initmem.bridge.calibrate.apply_calibration`); without a calibration a verdict for epochs
+  says "cannot tell";
 * **function memory against noise**, per pipeline with two or more alphas: the spread of the
   validation-selected test accuracy with its within-seed permutation null
   (:func:`~initmem.empirical.memory.spread_null`) and bootstrap interval, and the disagreement between
