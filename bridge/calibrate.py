@@ -476,7 +476,7 @@ def calibrate_study(
 ) -> StudyCalibration:
     """Calibrate the study's verdicts on ``design`` with the noise of ``report``
     (:func:`truths_from`); where its decision cannot name a calibrated unit, search the power table
-    (fewest runs first, ``max(20, n_replicas // 4)`` replicas per cell, stopping at the first design
+    (fewest runs first, ``max(10, n_replicas // 4)`` replicas per cell, stopping at the first design
     that tells) for the design that would (``search``)."""
     start = time.monotonic()
     truths = truths_from(report)
@@ -518,7 +518,7 @@ def _search(design, truths, memory_name, unit, n_replicas, seed):
     for s, p in order:
         cell = power_table(
             design,
-            max(20, n_replicas // 4),
+            max(10, n_replicas // 4),
             multipliers=None,
             cells=[(s, p)],
             truths=truths,

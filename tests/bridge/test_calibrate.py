@@ -207,3 +207,31 @@ def test_uncalibrated_epochs_verdict_says_cannot_tell():
     assert out["winner"].iloc[0] == "cannot tell"
     assert "needs its error rate calibrated" in out["text"].iloc[0]
     assert "--calibrate 200" in out["text"].iloc[0]
+
+
+def test_study_document_reports_its_own_calibration(tmp_path):
+    """``initmem study DIR --calibrate N`` on a synthetic folder: the section's cells are the
+    written calibration table's, and the verdict names a unit only where the table allows it."""
+    from initmem.cli import main
+
+    design = _design(n_pipelines=4)
+    replica = synthetic.draw(design, synthetic.Truth("accumulated"), np.random.default_rng(5))
+    root = synthetic.write_folder(tmp_path / "sweep", replica)
+    doc = tmp_path / "study.md"
+    args = ["study", str(root), "--doc", str(doc), "--n-boot", "30", "--calibrate", "12"]
+    assert main([*args, "--out", str(tmp_path / "tables")]) == 0
+    text = doc.read_text()
+    section = text[
+        text.index("## How often would this verdict be wrong?") : text.index("## Design")
+    ]
+    errors = pd.read_csv(tmp_path / "tables" / "calibration_errors.csv")
+    row = errors[(errors["verdict"] == "unit decision (rank)") & (errors["truth"] == "neither")]
+    cell = f"{100 * row['error'].iloc[0]:.1f}% [{100 * row['lo'].iloc[0]:.1f}, "
+    assert cell in section
+    assert "--calibrate 12" in text[text.index("## Reproduce") :]
+    decision = pd.read_csv(tmp_path / "tables" / "decision.csv")
+    scores = errors[errors["verdict"] == "unit decision (rank)"]
+    for _, r in decision.iterrows():
+        if r["winner"] in stats.DECIDING_UNITS:
+            assert "calibrated: named wrongly in" in r["text"]
+            assert scores["error"].max() <= calibrate.MAX_ERROR
