@@ -208,30 +208,61 @@ def calibrate(
     n_boot: int = 200,
     seed: int = 0,
     per_pipeline: bool = True,
+    workers: int = 1,
 ) -> Calibration:
     """``n_replicas`` replicas of ``design`` under each truth of :data:`TRUTHS`, every verdict scored.
 
     ``truths``: ``{unit: Truth}`` (default: :class:`~initmem.bridge.synthetic.Truth` of each unit with
-    its default noise). Replica i under every truth draws from ``seed`` and i, so reruns agree.
+    its default noise). Replica i under a truth draws from ``(seed, i, truth)`` alone, so reruns agree
+    and ``workers`` processes (each scoring a share of the replicas) give the same table as one.
     """
     if n_replicas < 1:
         raise ValueError(f"n_replicas must be >= 1 (got {n_replicas})")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1 (got {workers})")
     truths = truths or {unit: Truth(unit) for unit in TRUTHS}
     start = time.monotonic()
-    frames = []
-    for unit, truth in truths.items():
-        for i in range(n_replicas):
-            rng = np.random.default_rng([seed, i, TRUTHS.index(unit)])
-            rows = score_replica(
-                draw(design, truth, rng),
-                rules=rules,
-                n_boot=n_boot,
-                seed=seed + i,
-                per_pipeline=per_pipeline,
-            )
-            frames.append(pd.DataFrame(rows).assign(truth=unit, replica=i))
-    scores = pd.concat(frames, ignore_index=True)
+    options = dict(rules=tuple(rules), n_boot=n_boot, seed=seed, per_pipeline=per_pipeline)
+    jobs = [(design, unit, truth, list(range(n_replicas))) for unit, truth in truths.items()]
+    if workers > 1:
+        # deferred: a process pool only when more than one worker is asked for
+        from concurrent.futures import ProcessPoolExecutor
+
+        shares = [
+            (d, unit, truth, indices[k::workers])
+            for d, unit, truth, indices in jobs
+            for k in range(workers)
+        ]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            frames = list(pool.map(_score_share, shares, [options] * len(shares)))
+    else:
+        frames = [_score_share(job, options) for job in jobs]
+    scores = pd.concat(frames, ignore_index=True).sort_values(
+        ["truth", "replica"],
+        kind="stable",
+        key=lambda c: c.map(TRUTHS.index) if c.name == "truth" else c,
+    )
+    scores = scores.reset_index(drop=True)
     return Calibration(scores, design, truths, n_replicas, time.monotonic() - start)
+
+
+def _score_share(job, options) -> pd.DataFrame:
+    """The scored replicas ``indices`` of one truth (one worker's share of :func:`calibrate`)."""
+    design, unit, truth, indices = job
+    frames = []
+    for i in indices:
+        rng = np.random.default_rng([options["seed"], i, TRUTHS.index(unit)])
+        rows = score_replica(
+            draw(design, truth, rng),
+            rules=options["rules"],
+            n_boot=options["n_boot"],
+            seed=options["seed"] + i,
+            per_pipeline=options["per_pipeline"],
+        )
+        frames.append(pd.DataFrame(rows).assign(truth=unit, replica=i))
+    if not frames:
+        return pd.DataFrame(columns=["verdict", "subject", "said", "wrong", "truth", "replica"])
+    return pd.concat(frames, ignore_index=True)
 
 
 def rate_table(scores: pd.DataFrame) -> pd.DataFrame:

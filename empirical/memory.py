@@ -51,6 +51,7 @@ is :mod:`initmem.bridge`'s. Example::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -140,6 +141,7 @@ def bootstrap_spread(
     return (max(0.0, observed - c * (observed - low)), observed + c * (high - observed))
 
 
+@functools.lru_cache(maxsize=256)
 def _small_sample_factor(n: int, confidence: float) -> float:
     """``t_{n-1}((1 + confidence)/2) / z((1 + confidence)/2)`` (see :func:`bootstrap_spread`)."""
     # deferred: scipy loads only when an interval is computed

@@ -72,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         parser.add_argument(flag, type=float, default=None, metavar="X", help=what)
     parser.add_argument("--out", metavar="DIR", default=None, help="write the CSV tables here")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--workers", type=int, default=1, metavar="W", help="processes (default 1; same tables)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     from initmem.bridge import calibrate, synthetic
 
-    for name in ("replicas", "n_boot", "every", "power_replicas"):
+    for name in ("replicas", "n_boot", "every", "power_replicas", "workers"):
         if getattr(args, name) < 1:
             return fail(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(args, name)})")
     if args.seeds is not None and args.seeds < 2:
@@ -104,7 +107,13 @@ def run(args: argparse.Namespace) -> int:
         truths = calibrate.truths_from(fit(load_sweep(args.source), n_boot=0))
     truths = _with_flags(truths, args)
     result = calibrate.calibrate(
-        design, args.replicas, truths=truths, rules=rules, n_boot=args.n_boot, seed=args.seed
+        design,
+        args.replicas,
+        truths=truths,
+        rules=rules,
+        n_boot=args.n_boot,
+        seed=args.seed,
+        workers=args.workers,
     )
     with pd.option_context("display.width", 160, "display.max_rows", 500):
         print(f"calibration of {design.name}: {args.replicas} replicas per truth")

@@ -235,3 +235,10 @@ def test_study_document_reports_its_own_calibration(tmp_path):
         if r["winner"] in stats.DECIDING_UNITS:
             assert "calibrated: named wrongly in" in r["text"]
             assert scores["error"].max() <= calibrate.MAX_ERROR
+
+
+def test_workers_give_the_same_table():
+    design = _design(n_pipelines=3)
+    one = calibrate.calibrate(design, 4, n_boot=20).scores
+    two = calibrate.calibrate(design, 4, n_boot=20, workers=2).scores
+    pd.testing.assert_frame_equal(one, two)
