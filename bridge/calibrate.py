@@ -336,6 +336,7 @@ def power_table(
     n_boot: int = 100,
     seed: int = 0,
     cells=None,
+    workers: int = 1,
 ) -> pd.DataFrame:
     """Power and error of the unit decision (rank rule) as seeds and pipelines grow.
 
@@ -351,7 +352,13 @@ def power_table(
     for s, p in cells:
         scaled = design.scaled(seeds=s, pipelines=p)
         result = calibrate(
-            scaled, n_replicas, truths=truths, n_boot=n_boot, seed=seed, per_pipeline=False
+            scaled,
+            n_replicas,
+            truths=truths,
+            n_boot=n_boot,
+            seed=seed,
+            per_pipeline=False,
+            workers=workers,
         )
         part = result.scores[result.scores["verdict"] == "unit decision (rank)"]
         for (truth, subject), group in part.groupby(["truth", "subject"], sort=False):

@@ -314,24 +314,26 @@ def _rank_statistic(y: np.ndarray, k: np.ndarray) -> float:
     return float(np.sum(k * np.sign(y[None, :] - y[:, None]))) / weight
 
 
-def _rank_statistics(y: np.ndarray, k: np.ndarray, flat: np.ndarray) -> np.ndarray:
-    """R1 of every resample at once: ``y`` (B, N) memories of the resampled points, ``flat`` (B, N)
-    their indices into ``k``; in chunks of about 4 million pairs."""
-    n_boot, n = y.shape
+def _rank_statistics(y: np.ndarray, k: np.ndarray, picks: np.ndarray) -> np.ndarray:
+    """R1 of every resample at once: ``y`` (B, P, T) memories of the resampled pipelines, ``picks``
+    (B, P) which pipeline each slot is, ``k`` the (P T, P T) weights; the weights are gathered as
+    (T, T) blocks per pair of slots, in chunks of about 4 million pairs."""
+    n_boot, n_pipes, n_evals = y.shape
+    blocks = k.astype(np.int8).reshape(n_pipes, n_evals, n_pipes, n_evals)  # values in {-2..2}
     out = np.empty(n_boot)
-    k = k.astype(np.int8)  # values in {-2, ..., 2}: small integers, exact sums
-    chunk = max(1, 4_000_000 // max(n * n, 1))
+    chunk = max(1, 4_000_000 // max((n_pipes * n_evals) ** 2, 1))
     for start in range(0, n_boot, chunk):
         part = slice(start, start + chunk)
-        kb = k[flat[part, :, None], flat[part, None, :]]
+        pick = picks[part]
+        kb = blocks[pick[:, :, None], :, pick[:, None, :], :]  # (b, p, q, t, t')
         yb = y[part]
         ok = np.isfinite(yb)
         if not ok.all():
-            kb = kb * (ok[:, :, None] & ok[:, None, :]).astype(np.int8)
+            kb = kb * (ok[:, :, None, :, None] & ok[:, None, :, None, :]).astype(np.int8)
             yb = np.nan_to_num(yb)
-        signs = np.sign(yb[:, None, :] - yb[:, :, None]).astype(np.int8)
-        weight = np.abs(kb).sum(axis=(1, 2), dtype=np.int64)
-        total = (kb * signs).sum(axis=(1, 2), dtype=np.int64)
+        signs = np.sign(yb[:, None, :, None, :] - yb[:, :, None, :, None]).astype(np.int8)
+        weight = np.abs(kb).sum(axis=(1, 2, 3, 4), dtype=np.int64)
+        total = (kb * signs).sum(axis=(1, 2, 3, 4), dtype=np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
             out[part] = np.where(weight > 0, total / np.maximum(weight, 1), np.nan)
     return out
@@ -386,8 +388,7 @@ def rank_bootstrap(
         draws = np.floor(rng.random((n_boot, n_pipes, values.shape[1])) * n_seeds[picks][..., None])
         sampled = values[picks[..., None], draws.astype(int)]  # (B, P, S, [A,] T)
         y = _memories(sampled, scale)  # (B, P, T)
-        flat = (picks[..., None] * n_evals + np.arange(n_evals)).reshape(n_boot, -1)
-        boots = _rank_statistics(y.reshape(n_boot, -1), k, flat)
+        boots = _rank_statistics(y, k, picks)
         boots = boots[np.isfinite(boots)]
         lo, hi = np.quantile(boots, [tail, 1 - tail]) if boots.size else (np.nan, np.nan)
         winner = DECIDING_UNITS[0] if lo > 0 else DECIDING_UNITS[1] if hi < 0 else "cannot tell"

@@ -121,7 +121,12 @@ def run(args: argparse.Namespace) -> int:
     tables = {"rates": result.rates(), "errors": result.errors()}
     if args.power:
         power = calibrate.power_table(
-            design, args.power_replicas, truths=truths, n_boot=min(args.n_boot, 100), seed=args.seed
+            design,
+            args.power_replicas,
+            truths=truths,
+            n_boot=min(args.n_boot, 100),
+            seed=args.seed,
+            workers=args.workers,
         )
         tables["power"] = power
         with pd.option_context("display.width", 160, "display.max_rows", 500):
