@@ -39,7 +39,7 @@ import pandas as pd
 
 from initmem.bridge import stats
 from initmem.bridge.fits import COLLAPSE_R2
-from initmem.bridge.synthetic import TRUTHS, Design, Truth, draw, replica_cubes, true_memory
+from initmem.bridge.synthetic import TRUTHS, Design, Truth, draw, replica_cubes
 from initmem.empirical import memory
 
 #: A named verdict is allowed on a design only where its calibrated error rate is at most this.
@@ -131,7 +131,7 @@ def _loo_collapse(row) -> str:
 def _pipeline_rows(replica, *, seed: int) -> list[dict]:
     """Per pipeline: spread against its null, its interval, norm memory at the end and its interval."""
     rows = []
-    truths = true_memory(replica.design, replica.truth)
+    truths = replica.memory
     for p, acc, norm, m in zip(
         replica.design.pipelines, replica.accuracy, replica.norm, truths, strict=True
     ):

@@ -13,7 +13,7 @@ A *truth* states how memory is forgotten, in one unit:
 (S1) ``truth = accumulated`` or ``epochs``: the memory of pipeline p at evaluation t is
      ``m_p(t) = exp(-(U_p(t) / u0)^k)`` with ``U`` that unit (``u0`` its scale, ``k`` its shape);
 ``truth = neither``: ``m_p(t) = exp(-(t / (c_p T_p))^k)``, with ``T_p`` the pipeline's run length
-     in steps and ``c_p`` drawn once per design, log-uniform over a decade
+     in steps and ``c_p`` drawn for every replica, log-uniform over a decade
      (:func:`neither_scales`): each pipeline forgets on its own clock, which no unit orders.
 
 Derivation (the memories of :mod:`initmem.empirical.memory` under S1, derived here)
@@ -192,42 +192,46 @@ class Truth:
             raise ValueError(f"scale and shape must be > 0 (got {self.scale}, {self.shape})")
 
 
-def neither_scales(design: Design, seed: int = 7) -> np.ndarray:
-    """``c_p`` of the ``neither`` truth (S1): log-uniform in [0.3, 3], one per pipeline, fixed by
-    ``seed`` (the same for every replica: the truth, not noise)."""
-    rng = np.random.default_rng(seed)
+def neither_scales(design: Design, rng: np.random.Generator) -> np.ndarray:
+    """``c_p`` of the ``neither`` truth (S1): log-uniform in [0.3, 3], one per pipeline, drawn anew
+    for every replica (a truth fixed once would order the pipelines by some unit by chance, and a
+    large enough design would detect that order: not "neither")."""
     return 10 ** rng.uniform(np.log10(0.3), np.log10(3.0), len(design.pipelines))
 
 
-def true_memory(design: Design, truth: Truth) -> list[np.ndarray]:
-    """``m_p(t)`` of every pipeline at its evaluations (S1)."""
+def true_memory(design: Design, truth: Truth, clocks=None) -> list[np.ndarray]:
+    """``m_p(t)`` of every pipeline at its evaluations (S1); ``clocks``: the ``c_p`` of the
+    ``neither`` truth (:func:`neither_scales`; required for it)."""
     if truth.unit == "neither":
-        clocks = [p.steps / p.steps[-1] for p in design.pipelines]
+        if clocks is None:
+            raise ValueError("the neither truth needs its clocks c_p (neither_scales)")
+        fractions = [p.steps / p.steps[-1] for p in design.pipelines]
         scale = truth.scale or 1.0
-        c = neither_scales(design)
         return [
-            np.exp(-((t / (scale * ci)) ** truth.shape)) for t, ci in zip(clocks, c, strict=True)
+            np.exp(-((t / (scale * ci)) ** truth.shape))
+            for t, ci in zip(fractions, clocks, strict=True)
         ]
     values = [p.units[truth.unit] for p in design.pipelines]
     scale = truth.scale or float(np.median([v[-1] for v in values]))
     return [np.exp(-((v / scale) ** truth.shape)) for v in values]
 
 
-def true_spread_end(design: Design, truth: Truth) -> np.ndarray:
+def true_spread_end(design: Design, truth: Truth, clocks=None) -> np.ndarray:
     """The spread (M2, pp) of every pipeline at its last evaluation, in truth (S3)."""
-    return np.array([100.0 * truth.gap * m[-1] for m in true_memory(design, truth)])
+    return np.array([100.0 * truth.gap * m[-1] for m in true_memory(design, truth, clocks)])
 
 
 # ----------------------------------------------------------------------------------- one replica
 @dataclass(frozen=True)
 class Replica:
-    """One synthetic sweep's memories: per pipeline, ``norm`` (n_seeds, n_evals) and ``accuracy``
-    (n_seeds, n_alphas, n_evals, fraction)."""
+    """One synthetic sweep's memories: per pipeline, ``norm`` (n_seeds, n_evals), ``accuracy``
+    (n_seeds, n_alphas, n_evals, fraction) and ``memory`` (the true ``m_p(t)``, S1)."""
 
     design: Design
     truth: Truth
     norm: list
     accuracy: list
+    memory: list
 
 
 def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
@@ -236,7 +240,9 @@ def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
     span = np.log(alphas.max() / alphas.min())
     g = truth.gap * np.log(alphas / alphas.min()) / span
     norms, accs = [], []
-    for m in true_memory(design, truth):
+    clocks = neither_scales(design, rng) if truth.unit == "neither" else None
+    memories = true_memory(design, truth, clocks)
+    for m in memories:
         n = design.n_seeds
         norm = m[None, :] + truth.sigma_norm * rng.standard_normal((n, m.size))
         norm[:, 0] = 1.0
@@ -244,7 +250,7 @@ def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
         noise = truth.sigma_acc * rng.standard_normal((n, alphas.size, m.size))
         accs.append(truth.base + g[None, :, None] * m[None, None, :] + seed_effect + noise)
         norms.append(norm)
-    return Replica(design, truth, norms, accs)
+    return Replica(design, truth, norms, accs, memories)
 
 
 def replica_cubes(replica: Replica) -> dict:
