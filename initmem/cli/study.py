@@ -58,6 +58,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)"
     )
     parser.add_argument(
+        "--calibrate",
+        type=int,
+        default=0,
+        metavar="N",
+        help="calibrate the unit decision on N synthetic sweeps of this design per truth "
+        "(initmem.bridge.calibrate; about 0.1 s each for 12 pipelines; default 0: off, and a "
+        "verdict for epochs says cannot tell)",
+    )
+    parser.add_argument(
         "--wall-time",
         metavar="TEXT",
         default="",
@@ -82,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n_boot < 1:
         return fail(f"--n-boot must be >= 1 (got {args.n_boot})")
+    if args.calibrate < 0:
+        return fail(f"--calibrate must be >= 0 (got {args.calibrate})")
     start = time.monotonic()
     sweep_dir = Path(args.dir)
     tables = Path(args.out) if args.out else sweep_dir / "study"
@@ -97,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             args.kind == "auto" and is_architecture_sweep(sweep_dir)
         ):
             return architectures(args, sweep_dir, tables, doc, status, start)
-        study = unit_study(sweep_dir, n_boot=args.n_boot)
+        study = unit_study(sweep_dir, n_boot=args.n_boot, calibrate=args.calibrate)
     except (BridgeDataError, SweepFolderError) as err:
         return fail(str(err))
     study.notes += folder_notes(sweep_dir, status)
@@ -106,9 +117,18 @@ def run(args: argparse.Namespace) -> int:
         getattr(study, name).to_csv(tables / f"{name}.csv", index=False)
     study.bridge.units.to_csv(tables / "units.csv", index=False)
     study.bridge.decision.to_csv(tables / "decision.csv", index=False)
+    if study.calibration is not None:
+        study.calibration.calibration.rates().to_csv(tables / "calibration.csv", index=False)
+        study.calibration.calibration.errors().to_csv(
+            tables / "calibration_errors.csv", index=False
+        )
+        if not study.calibration.power.empty:
+            study.calibration.power.to_csv(tables / "power.csv", index=False)
     figures = save_study_figures(study, doc.with_suffix(""))
     relative = {k: quote(os.path.relpath(v, doc.parent)) for k, v in figures.items()}
-    command = reproduce_command(args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time)
+    command = reproduce_command(
+        args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time, calibrate=args.calibrate
+    )
     doc.parent.mkdir(parents=True, exist_ok=True)
     wall = f"{args.wall_time} ".lstrip() + (
         f"The analysis (`initmem study`, {args.n_boot} bootstrap resamples) took "
