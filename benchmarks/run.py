@@ -25,7 +25,17 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 #: Benchmark groups in the order they run.
-GROUPS = ("throughput", "flops", "packing", "ntk", "sweep", "expansion", "cli", "gpu")
+GROUPS = (
+    "throughput",
+    "flops",
+    "packing",
+    "ntk",
+    "sweep",
+    "expansion",
+    "cli",
+    "calibration",
+    "gpu",
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -86,6 +96,10 @@ def run_group(group: str, quick: bool):
         import cli_startup
 
         return cli_startup.bench_cli_startup(cli_startup.QUICK if quick else cli_startup.Sizes())
+    if group == "calibration":
+        import calibration
+
+        return calibration.bench_calibration(calibration.QUICK if quick else calibration.Sizes())
     if group == "gpu":
         import gpu
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import framing
+from initmem.bridge.calibrate import MAX_ERROR
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
 from initmem.theory.criterion import FORGETTING
@@ -24,6 +25,7 @@ def document(study, figures: dict[str, str], *, command: str = "", wall: str = "
     parts = [
         *question(study),
         *verdict(study),
+        *calibration(study),
         *design(study),
         *units(study, figures),
         *function_memory(study),
@@ -54,9 +56,12 @@ def question(study) -> list[str]:
         "or `(lr/(1-mu))^2 d/|w_0|^2` for adaptive optimizers; `initmem.theory.units`), pipelines "
         "that differ in everything else should forget alike at equal accumulated regularization; "
         "if it is counted in epochs, at equal epochs. The study varies the two independently and "
-        "decides between them by a comparison fixed in advance: the paired difference of the "
-        "leave-one-pipeline-out R^2 of a decreasing fit of the memory against each unit, with a 95% "
-        "bootstrap interval over pipelines and seeds; a winner only when the interval excludes 0.",
+        "decides between them by a comparison fixed in advance: over the pairs of evaluations "
+        "the two units order differently, the fraction where the memory is ordered as accumulated "
+        "regularization says minus the fraction ordered as epochs say, with a 95% bootstrap "
+        "interval over pipelines and seeds; a winner only when the interval excludes 0 and its "
+        "error rate on synthetic sweeps of this design is at most 5%. The paired difference of "
+        "the leave-one-pipeline-out R^2 of a decreasing fit is reported beside it.",
         "",
         framing.question(study.sweep_dir),
         "",
@@ -77,6 +82,69 @@ def verdict(study) -> list[str]:
         "the pipeline has learned, from seeds whose runs interpolate at every alpha.",
         "",
     ]
+
+
+def calibration(study) -> list[str]:
+    """How often the verdicts would be wrong on synthetic sweeps of this design with a known answer
+    (:mod:`initmem.bridge.calibrate`), or how to compute it."""
+    parts = ["## How often would this verdict be wrong?", ""]
+    calibrated = getattr(study, "calibration", None)
+    if calibrated is None:
+        return parts + [
+            "Not computed for this document. `initmem study DIR --calibrate 200` draws 200 synthetic "
+            "sweeps of this design under each truth (forgetting in accumulated regularization, in "
+            "epochs, in neither; the seed noise measured here), scores every verdict against the "
+            "known answer and keeps a named unit only where it is wrong in at most 5% of them; "
+            "without it a verdict for epochs says cannot tell.",
+            "",
+        ]
+    result = calibrated.calibration
+    errors = result.errors()
+    truths = list(result.truths)
+    rows = []
+    for verdict_name, group in errors.groupby("verdict", sort=False):
+        by_truth = group.set_index("truth")
+        coverage = "covers" in verdict_name
+        cells = []
+        for truth in truths:
+            if truth not in by_truth.index:
+                cells.append(MISSING)
+                continue
+            r = by_truth.loc[truth]
+            if coverage:  # the rate the interval covers the truth
+                value, lo, hi = 1 - r["error"], 1 - r["hi"], 1 - r["lo"]
+            else:
+                value, lo, hi = r["error"], r["lo"], r["hi"]
+            cells.append(f"{100 * value:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]")
+        label = f"{verdict_name} (coverage)" if coverage else f"{verdict_name} (wrong)"
+        rows.append([label, str(int(group["n"].iloc[0])), *cells])
+    truth_text = "; ".join(
+        f"{unit}: scale {number(t.scale, 3, 'g') if t.scale else 'median of the design'}, "
+        f"shape {t.shape:.2f}"
+        for unit, t in result.truths.items()
+    )
+    first = next(iter(result.truths.values()))
+    parts += [
+        f"{result.n_replicas} synthetic sweeps of this design ({result.design.name}) under each "
+        "truth: memory exp(-(u / u0)^k) in accumulated regularization, in epochs, or in neither "
+        f"(each pipeline on its own clock); {truth_text}. Seed noise measured here: norm memory "
+        f"{first.sigma_norm:.3f}, test accuracy {100 * first.sigma_acc:.2f} pp per run, largest "
+        f"alpha gap {100 * first.gap:.1f} pp. Each cell: how often the verdict was wrong (or the "
+        "95% interval covered the truth), with its 95% Wilson interval; per-pipeline verdicts "
+        f"count pipeline-replicas. Computed in {calibrated.seconds:.0f} s.",
+        "",
+        table(["verdict", "n", *[f"truth: {t}" for t in truths]], rows),
+        "",
+    ]
+    for name, worst in calibrated.allowed.items():
+        named = ", ".join(f"{unit} {100 * rate:.1f}%" for unit, rate in worst.items())
+        parts.append(
+            f"- {name}: the rank decision names a unit wrongly, at worst over the truths, in: "
+            f"{named} (allowed up to {100 * MAX_ERROR:.0f}%)."
+        )
+        if name in calibrated.tells:
+            parts.append(f"- {name}: {calibrated.tells[name]}.")
+    return parts + [""]
 
 
 def design(study) -> list[str]:
@@ -338,8 +406,11 @@ def rules(study) -> list[str]:
         "the theory, the report and the bridge use the same).",
         "- A forgetting time not reached within the run is censored: reported as a lower bound "
         "and left out of the measured-vs-predicted fit.",
-        "- The decision: accumulated regularization against epochs only, on the paired difference "
-        "of leave-one-pipeline-out R^2; other units are reported, not used to pick a winner.",
+        "- The decision: accumulated regularization against epochs only, on the rank difference "
+        "(pairs of evaluations the units order differently), a winner only where calibrated "
+        "(wrong in at most 5% of synthetic sweeps of this design); the leave-one-pipeline-out "
+        "R^2 and other units are reported, not used to pick a winner; the collapse sentences "
+        "follow the R^2 interval only where the decision agrees.",
         "- With two alphas the spread is symmetric under swapping every seed's labels at once, so "
         "the smallest attainable permutation p-value is 2 / 2^seeds.",
         "",

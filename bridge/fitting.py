@@ -14,9 +14,12 @@
    parameters for every unit, so the R^2 values compare fairly), plus an isotonic (decreasing) fit and
    its leave-one-pipeline-out R^2 (``r2_cv``), each with a bootstrap interval over pipelines and seeds
    (:func:`initmem.bridge.stats.unit_bootstrap`). The spread enters from the seeds whose runs
-   interpolate at every alpha (:func:`initmem.bridge.stats.memory_cubes`). The decision is fixed in
-   advance: ``r2_cv(accumulated) - r2_cv(epochs)`` with its interval; a winner only when the interval
-   excludes 0 (``decision``; :attr:`BridgeReport.verdict`).
+   interpolate at every alpha (:func:`initmem.bridge.stats.memory_cubes`). The decision
+   (:func:`initmem.bridge.stats.decide`): the rank difference of the two units (R1 of
+   :func:`~initmem.bridge.stats.rank_bootstrap`) with its interval, a winner only when the interval
+   excludes 0, the paired ``r2_cv(accumulated) - r2_cv(epochs)`` reported beside it (``decision``;
+   :attr:`BridgeReport.verdict`); the rank rule replaced the R^2 rule after calibration
+   (:mod:`initmem.bridge.calibrate`).
 4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size); the
    boundary where accumulated regularization reaches 1 is
    :func:`initmem.bridge.units.phase_boundary`.
@@ -173,7 +176,8 @@ class BridgeReport:
     (memory, candidate unit); ``phase`` the spread tables behind the phase diagrams; the curves
     (``norm_curves``, ``predicted_curves``, ``spread_curves``, ``disagreement_curves``,
     ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why; ``layers``
-    the per-layer logs the bridge read (:func:`~initmem.empirical.tables.load_layers`).
+    the per-layer logs the bridge read (:func:`~initmem.empirical.tables.load_layers`); ``cubes``
+    the per-seed memories beside their units (:func:`~initmem.bridge.stats.memory_cubes`).
     """
 
     runs: pd.DataFrame
@@ -194,6 +198,7 @@ class BridgeReport:
     notes: list[str] = field(default_factory=list)
     decision: pd.DataFrame = field(default_factory=pd.DataFrame)
     layers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cubes: dict = field(default_factory=dict)
 
     @property
     def verdict(self) -> list[str]:
@@ -377,7 +382,7 @@ def fit(
     units = unit_comparison(points)
     decision = pd.DataFrame()
     if not units.empty and n_boot > 0:
-        intervals, decision = stats.unit_bootstrap(
+        intervals, decision = stats.decide(
             cubes, list(units["unit"].unique()), n_boot=n_boot, level=level, seed=seed
         )
         if not intervals.empty:
@@ -406,6 +411,7 @@ def fit(
         notes=notes,
         decision=decision,
         layers=layers,
+        cubes=cubes,
     )
 
 

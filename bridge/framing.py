@@ -92,7 +92,12 @@ def question(sweep_dir: str | Path) -> str:
 
 
 def reproduce_command(
-    sweep_dir: str | Path, doc: str | Path, *, n_boot: int = 200, wall_time: str = ""
+    sweep_dir: str | Path,
+    doc: str | Path,
+    *,
+    n_boot: int = 200,
+    wall_time: str = "",
+    calibrate: int = 0,
 ) -> str:
     """The commands that rebuild the sweep from the folder's own ``sweep.toml`` (``--set``
     overrides included) and the document; a comment line when the file no longer expands to the
@@ -116,6 +121,8 @@ def reproduce_command(
     study = f"initmem study {shlex.quote(str(sweep_dir))} --doc {shlex.quote(str(doc))}"
     if n_boot != 200:
         study += f" --n-boot {n_boot}"
+    if calibrate:
+        study += f" --calibrate {calibrate}"
     if wall_time:
         study += f" --wall-time {shlex.quote(wall_time)}"
     lines.append(study)

@@ -34,7 +34,9 @@ Derivation, one law per group (each one's source is the theory module it calls):
 
 :func:`write_predictions` writes the table (``predictions.csv``) and its inputs (``predictions.json``:
 the config's hash and every field) before training: a pre-registered prediction, compared with what the
-runs measure afterwards.
+runs measure afterwards. :func:`preregister_sweep` does it for every pipeline of a sweep, into
+``DIR/predictions/<variant>/`` with an index (``DIR/predictions/index.csv``; docs/run-format.md),
+before ``initmem sweep run`` trains anything; :func:`read_sweep_predictions` reads them back.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,11 +122,18 @@ def memory_fraction(model, names: list[str], x_train, x_test) -> float:
 
 
 def predict_groups(
-    config: RunConfig, *, alpha: float | None = None, probe_size: int = 16, data=None
+    config: RunConfig,
+    *,
+    alpha: float | None = None,
+    probe_size: int = 16,
+    data=None,
+    memory_cache: dict | None = None,
 ) -> GroupPredictions:
     """The table of the module docstring for ``config``'s model and pipeline, alpha (default the
     config's; 2 when that is 1) against 1. ``probe_size`` training and test images (from ``data``,
-    the config's splits, read if not given) feed the NTK of (P2)."""
+    the config's splits, read if not given) feed the NTK of (P2). ``memory_cache``: a dict that keeps
+    (P2)'s memory fraction per model, init draw and data (:func:`memory_key`), so the pipelines of a
+    sweep that share them compute its NTK once."""
     # torch (the model, the data) and the theory's tables: loaded on first use
     from initmem.empirical.data import load_splits
     from initmem.empirical.models import default_model, parameter_groups
@@ -189,7 +199,13 @@ def predict_groups(
             str(head_row["formula"]),
         )
     )
-    memory = memory_fraction(model, other, x_train, x_test)  # draws no random numbers
+    key = memory_key(config, probe_size)
+    if memory_cache is not None and key in memory_cache:
+        memory = memory_cache[key]
+    else:
+        memory = memory_fraction(model, other, x_train, x_test)  # draws no random numbers
+        if memory_cache is not None:
+            memory_cache[key] = memory
     table.append(
         row(
             "other",
@@ -201,6 +217,27 @@ def predict_groups(
         )
     )
     return GroupPredictions(alpha, config.hash, pd.DataFrame(table))
+
+
+#: Config fields that (P2)'s memory fraction depends on: the model, its init draw and the probe data
+#: (the NTK is taken at the default init, before alpha; the pipeline does not enter it).
+MEMORY_FIELDS = (
+    "model",
+    "width",
+    "seed",
+    "dataset",
+    "data_dir",
+    "train_size",
+    "val_size",
+    "test_size",
+    "split_seed",
+)
+
+
+def memory_key(config: RunConfig, probe_size: int) -> tuple:
+    """The key of :func:`predict_groups`'s ``memory_cache``: :data:`MEMORY_FIELDS` and the probe size."""
+    values = config.to_dict()
+    return (*(str(values.get(name)) for name in MEMORY_FIELDS), probe_size)
 
 
 def write_predictions(config: RunConfig, folder: str | Path, **kwargs) -> Path:
@@ -217,10 +254,124 @@ def write_predictions(config: RunConfig, folder: str | Path, **kwargs) -> Path:
     return path
 
 
+#: The folder of a sweep's pre-registered predictions, and its index (one row per pipeline).
+PREDICTIONS_FOLDER = "predictions"
+INDEX_COLUMNS = ["pipeline", "variant", "alpha", "hash", "folder", "note"]
+
+
+@dataclass(frozen=True)
+class SweepPipeline:
+    """One pipeline of a sweep as the predictions see it: its id, variant, largest alpha and the
+    config of its first run (the seed its model is drawn with)."""
+
+    pipeline: str
+    variant: str
+    alpha: float
+    config: RunConfig
+
+
+def sweep_pipelines(runs) -> list[SweepPipeline]:
+    """The pipelines of a sweep's runs (:class:`~initmem.empirical.sweep.SweepRun`, in order), each
+    with its largest alpha: the alpha whose memory the study measures against the smallest, and the
+    one predicted (against 1; 2 when the pipeline only has 1, as :func:`predict_groups`)."""
+    from initmem.empirical.tables import pipeline_id  # pandas tables: loaded on first use
+
+    firsts: dict[str, tuple[str, RunConfig]] = {}
+    alphas: dict[str, float] = {}
+    for run in runs:
+        key = pipeline_id(run.config.to_dict())
+        firsts.setdefault(key, (run.variant, run.config))
+        alphas[key] = max(alphas.get(key, -math.inf), float(run.config.alpha))
+    return [SweepPipeline(k, v, alphas[k], c) for k, (v, c) in firsts.items()]
+
+
+def prediction_folders(pipelines: list[SweepPipeline]) -> dict[str, str]:
+    """Folder name per pipeline under ``predictions/``: the variant, with ``-<pipeline id>`` when the
+    variant holds several pipelines."""
+    count: dict[str, int] = {}
+    for p in pipelines:
+        count[p.variant] = count.get(p.variant, 0) + 1
+    return {
+        p.pipeline: p.variant if count[p.variant] == 1 else f"{p.variant}-{p.pipeline}"
+        for p in pipelines
+    }
+
+
+def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> list[str]:
+    """Write :func:`write_predictions` for every pipeline of ``runs`` into
+    ``sweep_dir/predictions/<folder>/`` (:func:`prediction_folders`) and the index
+    ``predictions/index.csv`` (:data:`INDEX_COLUMNS`), before any run trains. A pipeline whose
+    predictions are already there for the same config hash keeps them (written before its runs
+    trained); one whose predictions cannot be computed (no data, a plug-in that fails, a law that
+    refuses) gets a note in the index instead. Returns one line per pipeline, for the driver."""
+    root = Path(sweep_dir) / PREDICTIONS_FOLDER
+    pipelines = sweep_pipelines(runs)
+    folders = prediction_folders(pipelines)
+    rows, lines, cache = [], [], {}
+    for p in pipelines:
+        folder = root / folders[p.pipeline]
+        config = p.config.replace(alpha=p.alpha)
+        row = {"pipeline": p.pipeline, "variant": p.variant, "alpha": p.alpha}
+        row |= {"hash": config.hash, "folder": folders[p.pipeline], "note": ""}
+        record = folder / "predictions.json"
+        kept = record.is_file() and _recorded_hash(record) == config.hash
+        if kept:
+            lines.append(f"predictions kept (written before training): {folder}")
+        else:
+            try:
+                with warnings.catch_warnings():  # the laws' range caveats: in the table's law
+                    warnings.simplefilter("ignore")
+                    write_predictions(config, folder, probe_size=probe_size, memory_cache=cache)
+                lines.append(f"predictions written: {folder / 'predictions.csv'}")
+            except Exception as err:  # any failure of the model, data or laws: a note, not a stop
+                row["note"] = f"not computed: {type(err).__name__}: {' '.join(str(err).split())}"
+                lines.append(f"note: predictions for {p.variant} {row['note']}")
+        rows.append(row)
+    root.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=INDEX_COLUMNS).to_csv(root / "index.csv", index=False)
+    return lines
+
+
+def _recorded_hash(path: Path) -> str | None:
+    """The config hash a ``predictions.json`` records (None if unreadable)."""
+    try:
+        return str(json.loads(path.read_text())["hash"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def read_sweep_predictions(sweep_dir: str | Path) -> pd.DataFrame:
+    """The pre-registered predictions of a sweep folder, one row per (pipeline, group): the index's
+    columns and the table's (``group``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``,
+    ``law``, ``parameters``); empty when the folder has none."""
+    root = Path(sweep_dir) / PREDICTIONS_FOLDER
+    if not (root / "index.csv").is_file():
+        return pd.DataFrame()
+    index = pd.read_csv(root / "index.csv", dtype={"pipeline": str, "hash": str, "note": str})
+    index["note"] = index["note"].fillna("")
+    frames = []
+    for row in index.to_dict("records"):
+        path = root / str(row["folder"]) / "predictions.csv"
+        if row["note"] or not path.is_file():
+            continue
+        table = pd.read_csv(path)
+        frames.append(table.assign(**{k: row[k] for k in ("pipeline", "variant", "alpha", "hash")}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 __all__ = [
     "GroupPredictions",
+    "INDEX_COLUMNS",
+    "MEMORY_FIELDS",
+    "PREDICTIONS_FOLDER",
     "PREDICTION_GROUPS",
+    "SweepPipeline",
+    "prediction_folders",
+    "preregister_sweep",
+    "read_sweep_predictions",
+    "sweep_pipelines",
     "lazy_decay_steps",
+    "memory_key",
     "memory_fraction",
     "pipeline_of",
     "predict_groups",

@@ -85,7 +85,9 @@ class ConfigError(ValueError):
 class RunConfig:
     """Everything that defines one training run. Lengths are in epochs unless the name says steps.
 
-    Data: ``dataset`` in :data:`DATASETS`; ``data_dir`` where to look (None: the defaults);
+    Data: ``dataset`` in :data:`DATASETS`, a plug-in ``package.module:function`` or
+    ``torchvision:NAME`` (a local copy under ``data_dir``, which it requires); ``data_dir`` where to
+    look (None: the defaults);
     ``train_size`` a subset of the training split (None: all of it); ``val_size`` images held out of the
     official training set for validation (None: 20%); ``test_size`` a subset of the official test set
     (None: all); ``split_seed`` fixes the train/validation split and the subsets.
@@ -270,6 +272,11 @@ class RunConfig:
                 raise ConfigError(
                     f"dataset {self.dataset!r} is a plug-in: give train_size and val_size (its pool "
                     "sizes are known only once it is read)"
+                )
+            if self.dataset.startswith("torchvision:") and self.data_dir is None:
+                raise ConfigError(
+                    f"dataset {self.dataset!r} reads a local copy: give data_dir (the folder "
+                    "torchvision's class takes as root; nothing is downloaded)"
                 )
         else:
             _choice("dataset", self.dataset, DATASETS)

@@ -12,6 +12,13 @@ of shape ``(n, 3, 32, 32)`` held whole on the device, so the training loop only 
 - ``cifar10-fixture``: foolbox's 20 real CIFAR-10 test images written in the official format
   (:func:`write_cifar10_fixture`), for tests and demos that must run anywhere.
 - ``synthetic``: random CIFAR-shaped images and labels drawn from ``split_seed``, for benchmarks.
+- ``torchvision:NAME`` (e.g. ``torchvision:MNIST``, ``torchvision:CIFAR100``): the class ``NAME`` of
+  ``torchvision.datasets`` reading a local copy under ``data_dir`` in its own on-disk format (never
+  downloaded; :func:`torchvision_pools`); 28x28 grey images padded and repeated as Fashion-MNIST's.
+- a plug-in ``package.module:function`` (:func:`plugin_pools`).
+
+The number of classes follows the data (:func:`num_classes`): 10 for the built-in sets, the
+torchvision class's ``classes`` or one more than the largest label of a plug-in's.
 
 Normalization is per channel, with the mean and standard deviation of the data set's official training
 pool (recorded in :attr:`DataSplits.mean` / :attr:`DataSplits.std`). Augmentation
@@ -155,7 +162,7 @@ def load_splits(
     classes = (
         FASHION_MNIST_CLASSES
         if config.dataset == "fashion-mnist"
-        else tuple(str(c) for c in range(NUM_CLASSES))
+        else class_names(config)
         if is_plugin(config.dataset)
         else CIFAR10_CLASSES
     )
@@ -242,15 +249,33 @@ def _locate_pools(config: RunConfig, *, download: bool | None) -> tuple[str, Pat
 def plugin_pools(config: RunConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pools of a plug-in data set (``dataset = "package.module:function"``, :mod:`.plugins`):
     ``function(config)`` must return ``(train_x, train_y, test_x, test_y)``, uint8 images
-    ``(n, 3, 32, 32)`` (numpy or torch) and integer labels in ``0 .. 9``; the training pool must hold at
-    least ``train_size + val_size`` images. Anything else raises :class:`~.plugins.PluginError`
-    naming the data set and what is wrong."""
+    ``(n, 3, 32, 32)`` (numpy or torch) and integer labels ``0 .. K-1`` (``K`` classes, at least 2;
+    :func:`num_classes`); the training pool must hold at least ``train_size + val_size`` images.
+    Anything else raises :class:`~.plugins.PluginError` naming the data set and what is wrong.
+    ``torchvision:NAME`` is read by :func:`torchvision_pools`."""
+    if is_torchvision(config.dataset):
+        pools = torchvision_pools(config.dataset, config.data_dir)[:4]
+        needed = config.resolved_train_size + config.resolved_val_size
+        if len(pools[1]) < needed:
+            raise PluginError(
+                f"dataset = {config.dataset!r}: the training pool holds {len(pools[1])} images, "
+                f"fewer than train_size + val_size = {needed}"
+            )
+        return pools
     function = resolve_plugin(config.dataset, "dataset")
-    returned = function(config)
+    with torch.device("cpu"):  # a caller building a model on the meta device still reads real data
+        returned = function(config)
     where = f"dataset = {config.dataset!r}"
     if not (isinstance(returned, tuple | list) and len(returned) == 4):
         raise PluginError(f"{where} must return (train_x, train_y, test_x, test_y)")
     arrays = [np.asarray(a.cpu() if hasattr(a, "cpu") else a) for a in returned]
+    return _checked_pools(where, arrays, config.resolved_train_size + config.resolved_val_size)
+
+
+def _checked_pools(where: str, arrays: list[np.ndarray], needed: int) -> tuple:
+    """Images uint8 ``(n, 3, 32, 32)``, labels integers in ``0 ..`` (int64), a training pool of at
+    least ``needed`` (train_size + val_size) images; read-only. :class:`~.plugins.PluginError`
+    otherwise."""
     for name, images in (("train_x", arrays[0]), ("test_x", arrays[2])):
         if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (3, 32, 32):
             raise PluginError(
@@ -263,19 +288,101 @@ def plugin_pools(config: RunConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     ):
         if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
             raise PluginError(f"{where}: {name} must hold one integer label per image")
-        if labels.size and not 0 <= labels.min() <= labels.max() < NUM_CLASSES:
+        if labels.size and labels.min() < 0:
             raise PluginError(
-                f"{where}: {name} must lie in 0..{NUM_CLASSES - 1} (the models' classes)"
+                f"{where}: {name} must be class indices 0, 1, ... (got {labels.min()})"
             )
-    needed = config.resolved_train_size + config.resolved_val_size
     if len(arrays[1]) < needed:
         raise PluginError(
             f"{where}: the training pool holds {len(arrays[1])} images, fewer than train_size + "
             f"val_size = {needed}"
         )
-    for array in arrays:
+    out = [arrays[0], arrays[1].astype(np.int64), arrays[2], arrays[3].astype(np.int64)]
+    for array in out:
         array.setflags(write=False)
-    return arrays[0], arrays[1].astype(np.uint8), arrays[2], arrays[3].astype(np.uint8)
+    return tuple(out)
+
+
+def is_torchvision(dataset: str) -> bool:
+    """Whether ``dataset`` names a torchvision data set class (``torchvision:NAME``)."""
+    return dataset.startswith("torchvision:")
+
+
+@functools.lru_cache(maxsize=2)
+def torchvision_pools(dataset: str, data_dir: str | None) -> tuple:
+    """(train images, labels, test images, labels, class names) of ``dataset = "torchvision:NAME"``:
+    the class ``NAME`` of ``torchvision.datasets``, built as ``NAME(data_dir, train=..., download=False)``
+    on the local copy in its own on-disk format (e.g. ``DATA_DIR/MNIST/raw/train-images-idx3-ubyte``
+    for MNIST, ``DATA_DIR/cifar-100-python/`` for CIFAR100). Grey ``(n, 28, 28)`` images are padded to
+    32x32 and repeated to 3 channels (as Fashion-MNIST's); colour ``(n, 32, 32, 3)`` ones are
+    transposed. Kept in memory for the next run of the process (two data sets). Raises
+    :class:`DataNotFoundError` naming where it looked, :class:`~.plugins.PluginError` for a name
+    torchvision does not have or a class without ``train=``."""
+    from torchvision import datasets  # deferred: torchvision loads only for its own data sets
+
+    name = dataset.split(":", 1)[1]
+    where = f"dataset = {dataset!r}"
+    cls = getattr(datasets, name, None)
+    if not isinstance(cls, type):
+        raise PluginError(f"{where}: torchvision.datasets has no data set class {name!r}")
+    root = Path(data_dir) if data_dir else Path(".")
+    looked = [root / name / "raw", root / name, root]
+    splits = []
+    for train in (True, False):
+        try:
+            split = cls(str(root), train=train, download=False)
+        except TypeError as err:
+            raise PluginError(
+                f"{where}: {name} takes no train= argument ({err}); wrap it in a plug-in data set"
+            ) from None
+        except (RuntimeError, OSError) as err:
+            raise DataNotFoundError(
+                f"torchvision {name} not found, looked in {', '.join(str(p) for p in looked)} "
+                f"({' '.join(str(err).split())}); put a copy there in torchvision's on-disk format "
+                "or point data_dir at one"
+            ) from None
+        images = np.asarray(split.data)
+        splits += [_as_cifar_shape(where, images), np.asarray(split.targets)]
+    names = tuple(str(c) for c in getattr(split, "classes", ()))
+    pools = _checked_pools(where, splits, 2)  # the run's own sizes: checked when split
+    return (*pools, names)
+
+
+def _as_cifar_shape(where: str, images: np.ndarray) -> np.ndarray:
+    """uint8 ``(n, 3, 32, 32)`` from grey ``(n, 28, 28)`` (zero-padded, repeated) or ``(n, 32, 32)``,
+    or colour ``(n, 32, 32, 3)``; :class:`~.plugins.PluginError` for other shapes."""
+    images = np.asarray(images, dtype=np.uint8)
+    if images.ndim == 3 and images.shape[1:] == (28, 28):
+        images = np.pad(images, ((0, 0), (2, 2), (2, 2)))
+    if images.ndim == 3 and images.shape[1:] == (32, 32):
+        return np.ascontiguousarray(np.repeat(images[:, None], 3, axis=1))
+    if images.ndim == 4 and images.shape[1:] == (32, 32, 3):
+        return np.ascontiguousarray(images.transpose(0, 3, 1, 2))
+    raise PluginError(
+        f"{where}: images of shape {images.shape[1:]}; the models take 28x28 or 32x32 (grey or RGB)"
+    )
+
+
+def num_classes(config: RunConfig) -> int:
+    """The number of classes of ``config``'s data, the width of every model's head: 10 for the
+    built-in data sets; for ``torchvision:NAME`` its class names (or one more than its largest
+    label); for a plug-in, one more than its largest label (its pools are read)."""
+    if is_torchvision(config.dataset):
+        *pools, names = torchvision_pools(config.dataset, config.data_dir)
+        return len(names) or int(max(pools[1].max(), pools[3].max())) + 1
+    if is_plugin(config.dataset):
+        pools = plugin_pools(config)
+        return int(max(pools[1].max(initial=0), pools[3].max(initial=0))) + 1
+    return NUM_CLASSES
+
+
+def class_names(config: RunConfig) -> tuple[str, ...]:
+    """The class names of a plug-in or torchvision data set (their indices where it has none)."""
+    if is_torchvision(config.dataset):
+        names = torchvision_pools(config.dataset, config.data_dir)[4]
+        if names:
+            return names
+    return tuple(str(c) for c in range(num_classes(config)))
 
 
 def _read_pools(config: RunConfig, *, download: bool | None):

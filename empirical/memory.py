@@ -51,6 +51,7 @@ is :mod:`initmem.bridge`'s. Example::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -108,6 +109,15 @@ def bootstrap_spread(
     seed carries no resampling information). Note that the range of noisy means is biased upward: with
     no true effect its expectation is about ``d_k * std / sqrt(n_seeds)`` (``d_k`` the expected range of
     k standard normals), which the interval does not remove (the null of :func:`spread_null` does).
+
+    Small-sample expansion (derived here): the percentile bootstrap of a mean of n values has
+    normal tails where the mean of n has Student-t tails of n - 1 degrees of freedom. Both ends are
+    moved away from the observed spread ``s`` by ``c = t_{n-1}((1 + confidence)/2) /
+    z((1 + confidence)/2)`` (n the fewest seeds of an alpha), the low end kept >= 0:
+    ``[max(0, s - c (s - low)), s + c (high - s)]``; ``c`` is 6.5 for 2 seeds, 1.42 for 5, 1.003 for
+    400. On synthetic sweeps with a known spread (:mod:`initmem.bridge.calibrate`) the plain
+    percentile interval covered it in about 80% of replicas with 2 seeds; the expanded one in 97-99.7%
+    with 2 or 5 seeds (``docs/unit-of-forgetting.md``).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must satisfy 0 < confidence < 1 (got {confidence})")
@@ -126,7 +136,19 @@ def bootstrap_spread(
     spreads = means.max(axis=1) - means.min(axis=1)
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(spreads, [tail, 100 - tail])
-    return (float(low), float(high))
+    observed = float(np.ptp([np.mean(a) for a in accuracies]))
+    c = _small_sample_factor(min(len(a) for a in accuracies), confidence)
+    return (max(0.0, observed - c * (observed - low)), observed + c * (high - observed))
+
+
+@functools.lru_cache(maxsize=256)
+def _small_sample_factor(n: int, confidence: float) -> float:
+    """``t_{n-1}((1 + confidence)/2) / z((1 + confidence)/2)`` (see :func:`bootstrap_spread`)."""
+    # deferred: scipy loads only when an interval is computed
+    from scipy import stats
+
+    q = 0.5 + confidence / 2
+    return float(stats.t.ppf(q, n - 1) / stats.norm.ppf(q))
 
 
 def spread_null(

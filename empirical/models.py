@@ -42,6 +42,7 @@ from torch import nn
 
 from .architectures import ARCHITECTURES
 from .config import ALPHA_GROUPS, RunConfig
+from .data import num_classes
 from .plugins import PluginError, is_plugin, resolve_plugin
 from .shapes import NUM_CLASSES, scaled_channels
 
@@ -162,7 +163,8 @@ MODEL_BUILDERS = {"resnet9": resnet9, "resnet18": resnet18, **ARCHITECTURES}
 
 def default_model(config: RunConfig) -> nn.Module:
     """The config's model with its default init drawn from ``config.seed`` (the global RNG is left as
-    it was), before any init scaling: a built-in builder at ``config.width``, or a plug-in's
+    it was), before any init scaling: a built-in builder at ``config.width`` with a head of
+    :func:`~.data.num_classes` outputs (10 for the built-in data sets), or a plug-in's
     ``function(config)``."""
     if is_plugin(config.model):
         builder = resolve_plugin(config.model, "model")
@@ -174,9 +176,10 @@ def default_model(config: RunConfig) -> nn.Module:
                 f"model = {config.model!r} returned {type(model).__name__}, not a torch.nn.Module"
             )
         return model
+    classes = num_classes(config)  # the head's width follows the data (10 for the built-in sets)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        return MODEL_BUILDERS[config.model](config.width)
+        return MODEL_BUILDERS[config.model](config.width, classes)
 
 
 def build_model(config: RunConfig) -> nn.Module:

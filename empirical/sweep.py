@@ -611,6 +611,7 @@ def run_sweep(
     progress: bool = True,
     update: bool = False,
     backend_options: dict[str, Any] | None = None,
+    before_training: Callable[[list[SweepRun]], Any] | None = None,
 ) -> SweepStatus:
     """Run every unfinished run of a sweep; return the folder's status at the end.
 
@@ -623,7 +624,9 @@ def run_sweep(
     ``trainer`` is ``module:function`` (or a picklable callable) taking a RunConfig and writing the
     run folder. Failed and diverged runs are recorded and the sweep goes on; failed runs are retried
     by the next call. Invalid sweeps raise SweepError before anything runs, and so do a backend whose
-    package is not installed and a trainer that cannot be loaded.
+    package is not installed and a trainer that cannot be loaded. ``before_training`` is called with
+    the sweep's runs once the folder is prepared and every check has passed, before any run trains
+    (``initmem sweep run`` writes the pre-registered predictions there).
     """
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_file(spec)
@@ -652,6 +655,8 @@ def run_sweep(
     if pack > 1 and trainer_function is not resolve_trainer(DEFAULT_TRAINER):
         raise SweepError(f"pack > 1 trains with initmem's own trainer; got trainer {trainer!r}")
     runs = prepare_sweep(spec, sweep_dir, update=update)
+    if before_training is not None:
+        before_training(runs)
     unfinished = [
         r.task(sweep_dir)
         for r in runs

@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "report": "write DIR/report.md and DIR/figures/*.png for a sweep folder",
     "bridge": "measured vs predicted forgetting of a sweep folder: tables (CSV, Markdown) and figures",
     "study": "the unit-of-forgetting study of a sweep folder: verdict, tables, a Markdown document",
+    "calibrate": "how often the study's verdicts would be wrong on a design: synthetic sweeps with a known answer",
     "demo": "run the CPU-sized demo sweep and write its report",
 }
 #: Exit status of a bad input (arguments, config, sweep file, damaged or missing file, I/O error).

@@ -9,6 +9,12 @@ Writes the Markdown document and its figures (``PATH`` without ``.md``, as a fol
 before any work. A sweep that is not finished (runs pending, running, failed or damaged), runs
 skipped as damaged and runs trained on different data sets are named in the document's notes.
 Figure links are URL-encoded and the printed commands shell-quoted.
+
+A sweep whose runs train more than one model (the ``architectures`` preset) gets the architectures
+study instead (:mod:`initmem.bridge.architectures`: per architecture and pipeline the spread with its
+null, the norm memory where defined, the pre-registered predictions against what was measured, and a
+verdict per architecture), written the same way (``--doc docs/architectures.md``; its tables
+``cells.csv`` and ``predictions.csv`` under ``--out``); ``--kind`` chooses explicitly.
 """
 
 from __future__ import annotations
@@ -42,7 +48,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write the tables here (default: DIR/study; the sweep folder is only read)",
     )
     parser.add_argument(
+        "--kind",
+        choices=("auto", "units", "architectures"),
+        default="auto",
+        help="which study: units (the unit of forgetting), architectures (several models), or "
+        "auto: architectures when the runs train more than one model (default)",
+    )
+    parser.add_argument(
         "--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)"
+    )
+    parser.add_argument(
+        "--calibrate",
+        type=int,
+        default=0,
+        metavar="N",
+        help="calibrate the unit decision on N synthetic sweeps of this design per truth "
+        "(initmem.bridge.calibrate; about 0.1 s each for 12 pipelines; default 0: off, and a "
+        "verdict for epochs says cannot tell)",
     )
     parser.add_argument(
         "--wall-time",
@@ -60,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from urllib.parse import quote
 
     from initmem.bridge import BridgeDataError
+    from initmem.bridge.architectures import is_architecture_sweep
     from initmem.bridge.framing import reproduce_command
     from initmem.bridge.study import unit_study
     from initmem.bridge.study_plots import save_study_figures
@@ -68,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n_boot < 1:
         return fail(f"--n-boot must be >= 1 (got {args.n_boot})")
+    if args.calibrate < 0:
+        return fail(f"--calibrate must be >= 0 (got {args.calibrate})")
     start = time.monotonic()
     sweep_dir = Path(args.dir)
     tables = Path(args.out) if args.out else sweep_dir / "study"
@@ -79,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
         return fail(problem)
     try:
         status = sweep_status(sweep_dir)
-        study = unit_study(sweep_dir, n_boot=args.n_boot)
+        if args.kind == "architectures" or (
+            args.kind == "auto" and is_architecture_sweep(sweep_dir)
+        ):
+            return architectures(args, sweep_dir, tables, doc, status, start)
+        study = unit_study(sweep_dir, n_boot=args.n_boot, calibrate=args.calibrate)
     except (BridgeDataError, SweepFolderError) as err:
         return fail(str(err))
     study.notes += folder_notes(sweep_dir, status)
@@ -88,9 +117,18 @@ def run(args: argparse.Namespace) -> int:
         getattr(study, name).to_csv(tables / f"{name}.csv", index=False)
     study.bridge.units.to_csv(tables / "units.csv", index=False)
     study.bridge.decision.to_csv(tables / "decision.csv", index=False)
+    if study.calibration is not None:
+        study.calibration.calibration.rates().to_csv(tables / "calibration.csv", index=False)
+        study.calibration.calibration.errors().to_csv(
+            tables / "calibration_errors.csv", index=False
+        )
+        if not study.calibration.power.empty:
+            study.calibration.power.to_csv(tables / "power.csv", index=False)
     figures = save_study_figures(study, doc.with_suffix(""))
     relative = {k: quote(os.path.relpath(v, doc.parent)) for k, v in figures.items()}
-    command = reproduce_command(args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time)
+    command = reproduce_command(
+        args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time, calibrate=args.calibrate
+    )
     doc.parent.mkdir(parents=True, exist_ok=True)
     wall = f"{args.wall_time} ".lstrip() + (
         f"The analysis (`initmem study`, {args.n_boot} bootstrap resamples) took "
@@ -105,6 +143,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def architectures(args, sweep_dir, tables, doc, status, start) -> int:
+    """The architectures study of the folder (:mod:`initmem.bridge.architectures`), its document
+    and tables; prints the verdict per architecture."""
+    import time
+
+    from initmem.bridge.architectures import architecture_study
+    from initmem.bridge.framing import reproduce_command
+
+    study = architecture_study(sweep_dir)
+    study.notes += folder_notes(sweep_dir, status)
+    tables.mkdir(parents=True, exist_ok=True)
+    study.cells.to_csv(tables / "cells.csv", index=False)
+    study.predictions.to_csv(tables / "predictions.csv", index=False)
+    command = reproduce_command(args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time)
+    wall = f"{args.wall_time} ".lstrip() + (
+        f"The analysis (`initmem study`) took {time.monotonic() - start:.0f} s."
+    )
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(study.markdown(command=command, wall=wall))
+    for line in study.verdict():
+        print(line)
+    print(f"study: {doc}, tables in {tables}")
+    return 0
+
+
 def output_problem(tables, doc) -> str | None:
     """Why the study cannot write its tables folder, its document or the document's figure folder
     (checked before any work), or None."""
@@ -116,6 +179,10 @@ def output_problem(tables, doc) -> str | None:
             what = "a folder" if path.is_dir() else "a file"
             return f"{path} is {what}; the study writes a {kind} there (choose another path)"
         existing = next(p for p in (path, *path.parents) if p.exists())
+        if existing == path and kind == "file":  # a document written before: overwritten
+            if not os.access(path, os.W_OK):
+                return f"{path}: cannot write there (the file is not writable)"
+            continue
         if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
             return f"{path}: cannot write there ({existing} is not a writable folder)"
     return None

@@ -1,6 +1,6 @@
 """``initmem theory``: every mechanism's predicted forgetting time for a training config.
 
-    initmem theory --config FILE [--set key=value ...] [--json] [--alpha A] [--tol T]
+    initmem theory --config FILE [--set key=value ...] [--json] [--alpha A] [--tol T] [--groups]
     initmem theory --from-run RUN_DIR [--json] [--alpha A] [--tol T]
                    [--grad-sq-unit G | --per-example-grad-sq-unit S] [--fan-in N ...]
 
@@ -8,8 +8,12 @@ Maps the run config (``docs/run-format.md``) to :class:`initmem.theory.forgettin
 (steps per epoch = train_size // batch_size, the schedule expanded per step) and prints, for the
 config's ``alpha`` against 1, each mechanism's forgetting time in steps and epochs, the memory left at
 the end of the run, and the dominant mechanism. The BN-followed conv fan-ins come from the config's
-model (built on torch's ``meta`` device, no memory), or from ``--fan-in``. Bad input: one line
-``error: ...`` on stderr, exit status 2.
+model (built on torch's ``meta`` device, no memory), or from ``--fan-in``. ``--groups`` adds the
+pre-registered table per parameter group of the config's model
+(:func:`initmem.bridge.preregister.predict_groups`: which mechanism applies to the scale-invariant
+weights, the head and the rest, its forgetting time in steps and epochs and the NTK memory fraction;
+it builds the model and reads ``--probe-size`` images of the config's data, a few seconds). Bad
+input: one line ``error: ...`` on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -40,6 +44,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "layer shapes, and the law's time for it beside its measured norm memory",
     )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument(
+        "--groups",
+        action="store_true",
+        help="add the per-group prediction table of the config's model (builds the model and its "
+        "empirical NTK on --probe-size images of the config's data: seconds)",
+    )
+    parser.add_argument(
+        "--probe-size",
+        type=int,
+        default=16,
+        metavar="N",
+        help="train and test images feeding the NTK of --groups (default 16)",
+    )
     parser.add_argument(
         "--alpha", type=float, help="init scale to forget (default: the config's; 2 if that is 1)"
     )
@@ -110,12 +127,13 @@ def model_fan_ins(config) -> list[int]:
 def model_inv_init_sq(config) -> float | None:
     """``d / |w_0|^2`` of the config's model at alpha = 1, as the dry run computes it
     (:func:`initmem.bridge.units.design_inv_init_sq`: expected for the ResNets, drawn for other
-    models); None where the model cannot be built."""
+    models); None where the model cannot be built or has no scale-invariant weight (NaN)."""
     try:
         from initmem.bridge.units import design_inv_init_sq  # other models: built with torch
     except ImportError:
         return None
-    return design_inv_init_sq(config)
+    value = design_inv_init_sq(config)
+    return value if math.isfinite(value) else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -182,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
                 equilibrium_gain=args.equilibrium_gain,
             )
         notes += list(dict.fromkeys(f"caveat: {' '.join(str(w.message).split())}" for w in caveats))
+        groups = group_predictions(config, alpha, args.probe_size) if args.groups else None
     except (ConfigError, BridgeDataError, ValueError, OSError) as err:
         return fail(" ".join(str(err).split()))
     except OverflowError:
@@ -204,13 +223,68 @@ def run(args: argparse.Namespace) -> int:
         )
         if measured is not None:
             out["from_run"] = from_run_dict(measured)
+        if groups is not None:
+            out["parameter_groups"] = groups_dict(groups)
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
         text = format_report(config, report, notes)
         if measured is not None:
             text += "\n\n" + format_from_run(measured)
+        if groups is not None:
+            text += "\n\n" + format_groups(groups)
         print("\n".join([*(f"warning: {w}" for w in placeholder), text]))
     return 0
+
+
+def group_predictions(config, alpha: float, probe_size: int):
+    """:func:`initmem.bridge.preregister.predict_groups` for ``config`` at ``alpha`` (vs 1)."""
+    if probe_size < 1:
+        raise ValueError(f"--probe-size must be >= 1 (got {probe_size})")
+    from initmem.bridge.preregister import predict_groups  # torch, the model and its data
+
+    with warnings.catch_warnings():  # torch's own performance notes on the NTK's vmap
+        warnings.simplefilter("ignore", UserWarning)
+        return predict_groups(config, alpha=alpha, probe_size=probe_size)
+
+
+def _clean(value):
+    """A JSON-ready number: None for NaN, "inf" for infinity."""
+    if isinstance(value, str):
+        return value
+    value = float(value)
+    return None if math.isnan(value) else ("inf" if math.isinf(value) else value)
+
+
+def groups_dict(predictions) -> dict:
+    """JSON-ready: the per-group table with its alpha and config hash."""
+    rows = [
+        {k: (v if isinstance(v, str) else _clean(v)) for k, v in row.items()}
+        for row in predictions.table.to_dict("records")
+    ]
+    for row in rows:
+        row["parameters"], row["tensors"] = int(row["parameters"]), int(row["tensors"])
+    return {"alpha": predictions.alpha, "hash": predictions.hash, "groups": rows}
+
+
+def format_groups(predictions) -> str:
+    """The per-group table of ``predict_groups``: group, size, mechanism, steps, epochs, memory
+    fraction, law."""
+    lines = [
+        f"per parameter group of the model (bridge.preregister, alpha {predictions.alpha:g} vs 1, "
+        f"config {predictions.hash}):",
+        f"{'group':<17}{'params':>9}{'steps':>10}{'epochs':>10}{'memory':>9}  mechanism: law",
+    ]
+    for row in predictions.table.to_dict("records"):
+        lines.append(
+            f"{row['group']:<17}{row['parameters']:>9}{_num(row['steps']):>10}"
+            f"{_num(row['epochs']):>10}{_num(row['memory_fraction']):>9}  "
+            f"{row['mechanism']}: {row['law']}"
+        )
+    lines.append(
+        "memory: |m| / |f0| of the NTK memory term on the probe images (the part of the initial "
+        "function the kernel cannot reach); never: no decay erases it"
+    )
+    return "\n".join(lines)
 
 
 #: Printed first when the SGD times rest on the placeholder gradient scale.

@@ -32,7 +32,19 @@ def sweep_file(tmp_path):
 
 def test_run_then_status_counts_runs(tmp_path, sweep_file, capsys):
     out = tmp_path / "out"
-    code = main(["sweep", "run", str(sweep_file), "--out", str(out), "--trainer", FAKE, "--quiet"])
+    code = main(
+        [
+            "sweep",
+            "run",
+            str(sweep_file),
+            "--out",
+            str(out),
+            "--trainer",
+            FAKE,
+            "--quiet",
+            "--no-predictions",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 1  # the lr = 0.5 runs fail (the fake trainer raises)
     assert "3/6 done" in printed and "3 failed" in printed
@@ -58,7 +70,7 @@ def test_set_overrides_every_run_and_dry_run_writes_nothing(tmp_path, sweep_file
     assert main(args) == 0
     assert "3 runs (valid)" in capsys.readouterr().out
     assert not out.exists()
-    assert main([*args[:-1], "--trainer", FAKE, "--quiet"]) == 0
+    assert main([*args[:-1], "--trainer", FAKE, "--quiet", "--no-predictions"]) == 0
     assert {r.config.lr for r in read_manifest(out)} == {0.2}
     assert "lr = 0.2" in (out / "sweep.toml").read_text()
 

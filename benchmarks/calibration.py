@@ -1,0 +1,97 @@
+"""Benchmark 9: calibrating the study on the ``units`` preset's design (issue 23).
+
+``initmem.bridge.calibrate.calibrate(design_from("units"), 200)``: 200 synthetic sweeps of the design
+(12 pipelines x 5 seeds x 2 alphas) under each of the three truths, every verdict of the study scored
+(the rank unit decision with 200 bootstrap resamples, each pipeline's spread against its permutation
+null and its interval, the norm memory at the end and its interval), in 2 worker processes. Target:
+the 600 replicas in at most 120 s on this machine's 2 cores (``ratio`` is the median wall-clock seconds, ``better`` = lower).
+No training, no torch: numpy only.
+
+    .venv/bin/python benchmarks/calibration.py
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from common import BenchResult, median, spread, timed
+
+from initmem.bridge.calibrate import calibrate
+from initmem.bridge.synthetic import design_from
+
+#: Target: seconds for the units preset's design, 200 replicas x 3 truths.
+TARGET_S = 120.0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    replicas: int = 200
+    repeats: int = 1
+    n_boot: int = 200
+    workers: int = 2
+
+
+QUICK = Sizes(replicas=2, repeats=1, n_boot=20, workers=1)
+
+
+def bench_calibration(sizes: Sizes) -> list[BenchResult]:
+    """Median wall-clock seconds of the units preset's calibration (module docstring)."""
+    design = design_from("units")
+    seconds, cpu = [], []
+    for _ in range(sizes.repeats):
+        before = _cpu_seconds()
+        seconds.append(
+            timed(
+                lambda: calibrate(
+                    design, sizes.replicas, n_boot=sizes.n_boot, workers=sizes.workers
+                )
+            )
+        )
+        cpu.append(_cpu_seconds() - before)
+    figures = {
+        "calibration_s": median(seconds),
+        "calibration_spread_s": spread(seconds),
+        "replicas_per_truth": sizes.replicas,
+        "truths": 3,
+        "n_boot": sizes.n_boot,
+        "design": design.name,
+        "workers": sizes.workers,
+        "cpu_s": median(cpu),
+        "repeats": sizes.repeats,
+    }
+    return [
+        BenchResult(
+            name="calibration_units",
+            description=f"calibrate the study on the units preset's design ({design.name}), "
+            f"{sizes.replicas} replicas x 3 truths; ratio = median seconds (not a ratio), target "
+            f"under {TARGET_S:g} s",
+            figures=figures,
+            ratio=figures["calibration_s"],
+            target=TARGET_S,
+            better="lower",
+        )
+    ]
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its finished children (the workers)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=Sizes.replicas)
+    parser.add_argument("--repeats", type=int, default=Sizes.repeats)
+    args = parser.parse_args(argv)
+    for result in bench_calibration(Sizes(replicas=args.replicas, repeats=args.repeats)):
+        print(f"{result.name}: {result.figures}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

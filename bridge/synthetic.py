@@ -1,0 +1,404 @@
+"""Synthetic sweeps with a known answer: a sweep's design, a stated forgetting truth, seed noise.
+
+Setting
+-------
+A *design* is what a sweep file or folder fixes before any training: its pipelines (every hashed
+config field but ``alpha`` and ``seed``) with two or more alphas, their evaluation steps, the alphas
+and the seeds. Each pipeline's units of forgetting at each evaluation (accumulated regularization and
+epochs) come from its config through :func:`initmem.bridge.units.run_unit_increments`, the same
+function the bridge reads a folder with, so the synthetic units are the real ones.
+
+A *truth* states how memory is forgotten, in one unit:
+
+(S1) ``truth = accumulated`` or ``epochs``: the memory of pipeline p at evaluation t is
+     ``m_p(t) = exp(-(U_p(t) / u0)^k)`` with ``U`` that unit (``u0`` its scale, ``k`` its shape);
+``truth = neither``: ``m_p(t) = exp(-(t / (c_p T_p))^k)``, with ``T_p`` the pipeline's run length
+     in steps and ``c_p`` drawn for every replica, log-uniform over a decade
+     (:func:`neither_scales`): each pipeline forgets on its own clock, which no unit orders.
+
+Derivation (the memories of :mod:`initmem.empirical.memory` under S1, derived here)
+------------------------------------------------------------------------------------
+(S2) Norm memory (M4) of seed s: ``m_p(t) + sigma_norm * e_{s,t}`` (``e`` standard normal), exactly
+     1 at ``t = 0`` (the ratio of a run's init norms is alpha's, by construction).
+(S3) Test accuracy of seed s at alpha a: ``base + g(a) m_p(t) + sigma_seed * f_s +
+     sigma_acc * e_{s,a,t}``, with ``g(a) = gap * ln(a / a_min) / ln(a_max / a_min)`` (0 at the
+     smallest alpha, ``gap`` at the largest) and ``f_s`` a seed effect shared by the seed's alphas
+     (one data order). The spread (M2) at the end is then, in truth, ``100 gap m_p(T)`` pp.
+     The validation-selected checkpoint is the last evaluation.
+
+:func:`draw` samples one replica; :func:`replica_cubes` turns it into the
+:class:`~initmem.bridge.stats.PipelineCube` s that :func:`~initmem.bridge.stats.memory_cubes` builds
+from a folder, and :func:`write_folder` writes the same replica as a sweep folder in the run format
+(``docs/run-format.md``), which ``load_sweep`` / ``initmem bridge`` / ``initmem study`` read unchanged.
+Both paths give the same cubes (``tests/bridge/test_calibrate.py`` checks it). numpy only; no training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from initmem.bridge.stats import DECIDING_UNITS, PipelineCube
+from initmem.bridge.units import design_inv_init_sq, run_unit_increments
+from initmem.empirical import tables
+from initmem.empirical.config import RunConfig
+
+#: The truths a synthetic sweep can hold (S1).
+TRUTHS = ("accumulated", "epochs", "neither")
+
+
+# ----------------------------------------------------------------------------------- the design
+@dataclass(frozen=True)
+class DesignPipeline:
+    """One pipeline of a design: its label, a config (alpha and seed to be set), its evaluation
+    steps (from 0), every deciding unit at each of them (``units``: ``{unit: (n_evals,)}``) and
+    ``inv_init_sq`` (``d / |w_0|^2`` at alpha = 1, :func:`~initmem.bridge.units.design_inv_init_sq`;
+    the synthetic folder's init norms reproduce it)."""
+
+    label: str
+    config: RunConfig
+    steps: np.ndarray
+    units: dict
+    inv_init_sq: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Design:
+    """Pipelines with two or more alphas, the alphas and the number of seeds of a sweep."""
+
+    pipelines: tuple
+    alphas: tuple
+    n_seeds: int
+
+    def scaled(self, seeds: int = 1, pipelines: int = 1) -> Design:
+        """The design with ``seeds`` times the seeds and ``pipelines`` times the pipelines.
+
+        Copy j of k of a pipeline keeps its run length and has its regularization multiplied by
+        ``10 ** (0.5 (j / (k - 1) - 1/2))`` (spread over half a decade around the original, j = 0..k-1;
+        every unit that grows with the regularization is scaled, epochs are not). Derived here.
+        """
+        if seeds < 1 or pipelines < 1:
+            raise ValueError(
+                f"seeds and pipelines multipliers must be >= 1 (got {seeds}, {pipelines})"
+            )
+        out = []
+        for p in self.pipelines:
+            for j in range(pipelines):
+                factor = 10 ** (0.5 * (j / (pipelines - 1) - 0.5)) if pipelines > 1 else 1.0
+                units = {u: v * (1.0 if u == "epochs" else factor) for u, v in p.units.items()}
+                label = p.label if pipelines == 1 else f"{p.label} x{factor:.2g}"
+                out.append(dataclasses.replace(p, label=label, units=units))
+        return Design(tuple(out), self.alphas, self.n_seeds * seeds)
+
+    @property
+    def name(self) -> str:
+        """``P pipelines x S seeds x A alphas``."""
+        return f"{len(self.pipelines)} pipelines x {self.n_seeds} seeds x {len(self.alphas)} alphas"
+
+
+def evaluation_epochs(config: RunConfig) -> np.ndarray:
+    """The epochs a run evaluates at: 0, every ``eval_every`` epochs and after the last."""
+    last = config.total_epochs
+    return np.array(sorted({0, *range(config.eval_every, last + 1, config.eval_every), last}))
+
+
+def design_of(configs, variants=None) -> Design:
+    """The design of a sweep's configs (``variants``: their variant names, the pipelines' labels).
+
+    Keeps the pipelines with two or more alphas (the ones the unit decision is about); the alphas are
+    the ones most of them ran, ``n_seeds`` the smallest number of seeds any of them has.
+    """
+    configs = list(configs)
+    variants = list(variants) if variants is not None else [c.optimizer for c in configs]
+    groups: dict[str, dict] = {}
+    for config, variant in zip(configs, variants, strict=True):
+        key = tables.pipeline_id(config.to_dict())
+        entry = groups.setdefault(
+            key, {"config": config, "label": variant, "alphas": set(), "seeds": {}}
+        )
+        entry["alphas"].add(float(config.alpha))
+        entry["seeds"].setdefault(float(config.alpha), set()).add(int(config.seed))
+    pipelines, alpha_sets, seed_counts = [], [], []
+    for entry in groups.values():
+        if len(entry["alphas"]) < 2:
+            continue
+        config = entry["config"]
+        epochs = evaluation_epochs(config)
+        steps = np.minimum(epochs * config.steps_per_epoch, config.total_steps)
+        inv = design_inv_init_sq(config)
+        sums = run_unit_increments(config, inv)[list(DECIDING_UNITS)].cumsum()
+        zero = pd.DataFrame([dict.fromkeys(sums.columns, 0.0)])
+        sums = pd.concat([zero, sums], ignore_index=True)
+        units = {u: sums[u].to_numpy(dtype=float)[steps] for u in DECIDING_UNITS}
+        pipelines.append(DesignPipeline(entry["label"], config, steps, units, inv))
+        alpha_sets.append(tuple(sorted(entry["alphas"])))
+        seed_counts.append(min(len(s) for s in entry["seeds"].values()))
+    if len(pipelines) < 2:
+        raise ValueError(
+            f"the design has {len(pipelines)} pipeline(s) with two or more alphas: a synthetic "
+            "sweep of the unit decision needs 2 or more"
+        )
+    alphas = max(set(alpha_sets), key=alpha_sets.count)
+    return Design(tuple(pipelines), alphas, min(seed_counts))
+
+
+def design_from(source: str | Path) -> Design:
+    """The design of a sweep folder (its manifest), a sweep file or a preset name."""
+    # deferred: the sweep module (file expansion, presets) loads only when a design is read
+    from initmem.empirical.sweep import SweepSpec, read_manifest
+
+    path = Path(source)
+    if path.is_dir():
+        runs = read_manifest(path)
+    else:
+        runs = SweepSpec.from_file(str(source)).expand()
+    return design_of([r.config for r in runs], [r.variant for r in runs])
+
+
+# ----------------------------------------------------------------------------------- the truth
+@dataclass(frozen=True)
+class Truth:
+    """A stated forgetting (S1) and the seed noise around it (S2, S3).
+
+    ``unit``: one of :data:`TRUTHS`; ``scale``: ``u0`` in that unit (None: the median over the
+    design's pipelines of the unit at the end of the run, so that about half of them forget by
+    ``exp(-1)``; for ``neither``, the median fraction of the run); ``shape``: ``k``. Noise:
+    ``sigma_norm`` (norm memory, per seed and evaluation), ``sigma_acc`` (test accuracy, fraction,
+    per run and evaluation), ``sigma_seed`` (a seed's accuracy offset shared by its alphas),
+    ``gap`` (accuracy gap of the extreme alphas at full memory, fraction), ``base`` (accuracy).
+    """
+
+    unit: str = "accumulated"
+    scale: float | None = None
+    shape: float = 1.0
+    sigma_norm: float = 0.03
+    sigma_acc: float = 0.01
+    sigma_seed: float = 0.01
+    gap: float = 0.08
+    base: float = 0.8
+
+    def __post_init__(self):
+        if self.unit not in TRUTHS:
+            raise ValueError(f"truth unit must be one of {list(TRUTHS)} (got {self.unit!r})")
+        for name in ("sigma_norm", "sigma_acc", "sigma_seed", "gap"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        if self.shape <= 0 or (self.scale is not None and self.scale <= 0):
+            raise ValueError(f"scale and shape must be > 0 (got {self.scale}, {self.shape})")
+
+
+def neither_scales(design: Design, rng: np.random.Generator) -> np.ndarray:
+    """``c_p`` of the ``neither`` truth (S1): log-uniform in [0.3, 3], one per pipeline, drawn anew
+    for every replica (a truth fixed once would order the pipelines by some unit by chance, and a
+    large enough design would detect that order: not "neither")."""
+    return 10 ** rng.uniform(np.log10(0.3), np.log10(3.0), len(design.pipelines))
+
+
+def true_memory(design: Design, truth: Truth, clocks=None) -> list[np.ndarray]:
+    """``m_p(t)`` of every pipeline at its evaluations (S1); ``clocks``: the ``c_p`` of the
+    ``neither`` truth (:func:`neither_scales`; required for it)."""
+    if truth.unit == "neither":
+        if clocks is None:
+            raise ValueError("the neither truth needs its clocks c_p (neither_scales)")
+        fractions = [p.steps / p.steps[-1] for p in design.pipelines]
+        scale = truth.scale or 1.0
+        return [
+            np.exp(-((t / (scale * ci)) ** truth.shape))
+            for t, ci in zip(fractions, clocks, strict=True)
+        ]
+    values = [p.units[truth.unit] for p in design.pipelines]
+    scale = truth.scale or float(np.median([v[-1] for v in values]))
+    return [np.exp(-((v / scale) ** truth.shape)) for v in values]
+
+
+def true_spread_end(design: Design, truth: Truth, clocks=None) -> np.ndarray:
+    """The spread (M2, pp) of every pipeline at its last evaluation, in truth (S3)."""
+    return np.array([100.0 * truth.gap * m[-1] for m in true_memory(design, truth, clocks)])
+
+
+# ----------------------------------------------------------------------------------- one replica
+@dataclass(frozen=True)
+class Replica:
+    """One synthetic sweep's memories: per pipeline, ``norm`` (n_seeds, n_evals), ``accuracy``
+    (n_seeds, n_alphas, n_evals, fraction) and ``memory`` (the true ``m_p(t)``, S1)."""
+
+    design: Design
+    truth: Truth
+    norm: list
+    accuracy: list
+    memory: list
+
+
+def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
+    """One replica of ``design`` under ``truth`` (S2, S3)."""
+    alphas = np.asarray(design.alphas, dtype=float)
+    span = np.log(alphas.max() / alphas.min())
+    g = truth.gap * np.log(alphas / alphas.min()) / span
+    norms, accs = [], []
+    clocks = neither_scales(design, rng) if truth.unit == "neither" else None
+    memories = true_memory(design, truth, clocks)
+    for m in memories:
+        n = design.n_seeds
+        norm = m[None, :] + truth.sigma_norm * rng.standard_normal((n, m.size))
+        norm[:, 0] = 1.0
+        seed_effect = truth.sigma_seed * rng.standard_normal((n, 1, 1))
+        noise = truth.sigma_acc * rng.standard_normal((n, alphas.size, m.size))
+        accs.append(truth.base + g[None, :, None] * m[None, None, :] + seed_effect + noise)
+        norms.append(norm)
+    return Replica(design, truth, norms, accs, memories)
+
+
+def replica_cubes(replica: Replica) -> dict:
+    """The :class:`~initmem.bridge.stats.PipelineCube` s of a replica, as
+    :func:`~initmem.bridge.stats.memory_cubes` builds them from its folder: the norm memory at every
+    evaluation, the spread from the first evaluation after init (the pipeline has learned there)."""
+    norm, spread = [], []
+    for p, values, acc in zip(
+        replica.design.pipelines, replica.norm, replica.accuracy, strict=True
+    ):
+        norm.append(PipelineCube(p.label, values, dict(p.units)))
+        later = {u: v[1:] for u, v in p.units.items()}
+        spread.append(PipelineCube(p.label, acc[:, :, 1:], later, scale=100.0))
+    return {"norm": norm, "spread": spread}
+
+
+# ----------------------------------------------------------------------------------- as a folder
+#: Layers of a synthetic run: name -> (numel, BN-followed conv, scaled by alpha).
+FOLDER_LAYERS = {"conv1.weight": (432, True, True), "conv2.weight": (2304, True, True)}
+
+
+def write_folder(root: str | Path, replica: Replica) -> Path:
+    """Write ``replica`` as a sweep folder (manifest.json, sweep.toml, runs/<hash>/); return ``root``.
+
+    Each run logs every evaluation of its pipeline: its test accuracy (S3), a validation accuracy
+    that peaks at the last evaluation (so the validation-selected checkpoint is the last one), full
+    train accuracy, and per layer ``log |w|(t) = log n0 + m_s(t) ln alpha`` (S2, ``n0^2`` = numel
+    over the design's ``d / |w_0|^2``), so that the norm
+    memory of :func:`initmem.empirical.curves.norm_memory_curves` is the replica's, seed by seed.
+    """
+    root = Path(root)
+    manifest = []
+    design = replica.design
+    for index, p in enumerate(design.pipelines):
+        epochs = p.steps // p.config.steps_per_epoch
+        for s in range(design.n_seeds):
+            for a, alpha in enumerate(design.alphas):
+                config = p.config.replace(alpha=float(alpha), seed=s, quiet=True)
+                run_dir = root / "runs" / config.hash
+                run_dir.mkdir(parents=True)
+                config = config.replace(out_dir=str(run_dir.resolve()))
+                acc = replica.accuracy[index][s, a]
+                memory = replica.norm[index][s]
+                _write_run(run_dir, config, p, epochs, acc, memory, float(alpha))
+                manifest.append(
+                    {"hash": config.hash, "variant": p.label, "config": config.to_dict()}
+                )
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / "sweep.toml").write_text(
+        f"# synthetic sweep (initmem.bridge.synthetic): truth {replica.truth.unit}\n"
+    )
+    return root
+
+
+def _write_run(run_dir, config, pipeline, epochs, acc, memory, alpha) -> None:
+    """One run folder of :func:`write_folder`."""
+    steps = pipeline.steps
+    n = steps.size
+    val = np.where(steps == 0, 0.1, 0.8 + 0.05 * np.arange(n) / max(n - 1, 1))
+    metrics = pd.DataFrame(
+        {
+            "epoch": epochs,
+            "step": steps,
+            "lr": config.lr,
+            "weight_decay": config.weight_decay,
+            "l2": config.l2,
+            "train_loss": 0.01,
+            "train_acc": 1.0,
+            "train_eval_acc": 1.0,
+            "val_loss": 1.0,
+            "val_acc": val,
+            "test_loss": 1.0,
+            "test_acc": acc,
+            "weight_norm": 10.0,
+            "dist_from_init": 0.0,
+            "wall_time": np.arange(n, dtype=float),
+        }
+    )
+    frames = []
+    for name, (numel, invariant, scaled) in FOLDER_LAYERS.items():
+        # |w_0|^2 = numel / (d / |w_0|^2) at alpha = 1: the bridge's init_scale reads it back
+        inv = pipeline.inv_init_sq if np.isfinite(pipeline.inv_init_sq) else 1.0
+        log_norm = 0.5 * np.log(numel / inv) + (np.log(alpha) * memory if scaled else 0.0)
+        norm = np.exp(log_norm)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "epoch": epochs,
+                    "step": steps,
+                    "layer": name,
+                    "numel": numel,
+                    "scale_invariant": invariant,
+                    "weight_norm": norm,
+                    "eff_lr": config.lr / norm**2,
+                    "dist_from_init": 0.0,
+                    "update_norm": 0.0,
+                    "grad_norm": np.nan,
+                    "grad_sq_sum": np.nan,
+                    "lr_sq_grad_sq_sum": np.nan,
+                    "norm_sq_drift": np.nan,
+                }
+            )
+        )
+    layers = pd.concat(frames, ignore_index=True).sort_values(["epoch", "layer"], ignore_index=True)
+    (run_dir / "config.json").write_text(
+        json.dumps({"hash": config.hash, "config": config.to_dict(), "initmem_version": "0"})
+    )
+    with (run_dir / "log.jsonl").open("w") as fh:
+        for record in metrics.to_dict("records"):
+            rows = layers[layers["epoch"] == record["epoch"]]
+            record["layers"] = {
+                r.pop("layer"): r for r in rows.drop(columns=["epoch", "step"]).to_dict("records")
+            }
+            fh.write(json.dumps(record) + "\n")
+    metrics.to_parquet(run_dir / "metrics.parquet")
+    layers.to_parquet(run_dir / "layers.parquet")
+    result = {
+        "status": "completed",
+        "best_val_acc": float(val[-1]),
+        "test_acc": float(acc[-1]),
+        "best_epoch": int(epochs[-1]),
+        "final_train_acc": 1.0,
+        "final_test_acc": float(acc[-1]),
+        "epochs_run": int(epochs[-1]),
+        "steps_run": int(steps[-1]),
+        "diverged_step": None,
+        "reason": None,
+        "wall_time": 1.0,
+        "hash": config.hash,
+        "run_dir": str(run_dir),
+    }
+    (run_dir / "result.json").write_text(json.dumps(result))
+
+
+__all__ = [
+    "FOLDER_LAYERS",
+    "TRUTHS",
+    "Design",
+    "DesignPipeline",
+    "Replica",
+    "Truth",
+    "design_from",
+    "design_of",
+    "draw",
+    "evaluation_epochs",
+    "neither_scales",
+    "replica_cubes",
+    "true_memory",
+    "true_spread_end",
+    "write_folder",
+]
