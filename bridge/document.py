@@ -314,9 +314,35 @@ def seed_counts(study) -> list[str]:
         "null pp",
         "decision",
     ]
+    unit_rows = getattr(study, "unit_by_seeds", pd.DataFrame())
+    unit_part = []
+    if unit_rows is not None and not unit_rows.empty:
+        unit_part = [
+            "The pre-registered unit decision on the spread recomputed on the first k seeds "
+            "(rank difference of accumulated regularization against epochs, 95% bootstrap "
+            "interval; the calibration is of the full design only, so at k seeds a verdict for "
+            "epochs says cannot tell):",
+            "",
+            table(
+                ["seeds", "pipelines", "rank difference [95%]", "decision"],
+                [
+                    [
+                        str(int(r["k_seeds"])),
+                        str(int(r["n_pipelines"])),
+                        interval(r["rank_diff"], r["rank_lo"], r["rank_hi"]),
+                        "cannot tell at this size"
+                        if r["winner"] not in ("accumulated", "epochs")
+                        else f"{r['winner']}",
+                    ]
+                    for _, r in unit_rows.iterrows()
+                ],
+            ),
+            "",
+        ]
     return [
         "## The spread at each seed count",
         "",
+        *unit_part,
         "The spread decision recomputed on the first k seeds used of each pipeline (k = 2 up to "
         f"{int(frame['k_seeds'].max())}); *pooled*: over the pipelines with at least k seeds used, "
         "the mean of spread minus its null with a Student-t interval over pipelines.",

@@ -20,6 +20,13 @@ Derivation
      at least k seeds used, their excess ``spread - null_mean`` on those k seeds, and the mean
      excess with a Student-t interval over pipelines: "above its null on average" when the
      interval lies above 0, "below" when under it, else "cannot tell at this size".
+(S1') **Unit decision by seed count** (:func:`unit_decision_by_seeds`). The pre-registered unit
+     decision on the spread (:func:`initmem.bridge.stats.decide`: the rank difference of
+     accumulated regularization against epochs with its bootstrap interval) recomputed on the first
+     k seeds of each pipeline's spread cube (its seeds used, sorted), the pipelines with at least k
+     of them; the text is the uncalibrated guard's (:func:`~initmem.bridge.calibrate.apply_calibration`
+     without a calibration: a verdict for epochs says "cannot tell"), the calibration being of the
+     full design only.
 (S2) **Size that would tell** (:func:`size_needed`), derived here. Assumption: the n new units
      (seeds of one pipeline, or pipelines) give values drawn independently from a normal with the
      observed mean ``m`` and standard deviation ``sd``, and the interval is the Student-t one,
@@ -48,6 +55,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from initmem.bridge import stats
+from initmem.bridge.calibrate import apply_calibration
 from initmem.empirical import memory, tables
 
 #: Columns of :func:`spread_by_seeds` (S1).
@@ -154,6 +163,44 @@ def spread_by_seeds(runs: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) ->
         return frame
     out = pd.concat([frame, pd.DataFrame(pooled, columns=BY_SEEDS_COLUMNS)], ignore_index=True)
     return out.sort_values(["k_seeds"], kind="stable").reset_index(drop=True)
+
+
+def unit_decision_by_seeds(
+    cubes: dict, units=None, *, memory_name: str = "spread", n_boot: int = 200, seed: int = 0
+) -> pd.DataFrame:
+    """The unit decision on ``memory_name`` at each seed count k >= 2 (S1').
+
+    ``cubes``: the bridge's :func:`~initmem.bridge.stats.memory_cubes`; ``units``: the units
+    compared (the bridge's). Columns: ``k_seeds``, ``n_pipelines``, ``rank_diff``, ``rank_lo``,
+    ``rank_hi``, ``winner``, ``text``; empty when the memory has no cubes or ``n_boot`` is 0.
+    """
+    columns = ["k_seeds", "n_pipelines", "rank_diff", "rank_lo", "rank_hi", "winner", "text"]
+    members = cubes.get(memory_name, [])
+    if not members or n_boot < 1:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for k in range(2, max(c.values.shape[0] for c in members) + 1):
+        sliced = [
+            stats.PipelineCube(c.pipeline, c.values[:k], c.units, c.scale)
+            for c in members
+            if c.values.shape[0] >= k
+        ]
+        _, decision = stats.decide({memory_name: sliced}, units, n_boot=n_boot, seed=seed)
+        if decision.empty:
+            continue
+        row = apply_calibration(decision, None).iloc[0]
+        rows.append(
+            {
+                "k_seeds": k,
+                "n_pipelines": len(sliced),
+                "rank_diff": row.get("rank_diff", np.nan),
+                "rank_lo": row.get("rank_lo", np.nan),
+                "rank_hi": row.get("rank_hi", np.nan),
+                "winner": row["winner"],
+                "text": row["text"],
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
 
 
 def exclusion_power(mean: float, sd: float, n: int, *, level: float = 0.95) -> float:
@@ -294,4 +341,5 @@ __all__ = [
     "seeds_for_permutation",
     "size_needed",
     "spread_by_seeds",
+    "unit_decision_by_seeds",
 ]

@@ -48,7 +48,12 @@ from initmem.bridge.document import document
 from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.fitting import fit
 from initmem.bridge.measure import prepare_runs
-from initmem.bridge.seeds import power_note, power_sentences, spread_by_seeds
+from initmem.bridge.seeds import (
+    power_note,
+    power_sentences,
+    spread_by_seeds,
+    unit_decision_by_seeds,
+)
 from initmem.bridge.stats import DECIDING_UNITS
 from initmem.bridge.units import design_correlation, design_table
 from initmem.deprecation import moved
@@ -73,6 +78,7 @@ class UnitStudy:
     calibration: object = None
     spread_by_seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
     spread_power: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unit_by_seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
@@ -162,6 +168,12 @@ def unit_study(
         calibration=calibration,
         spread_by_seeds=spread_by_seeds(runs, seed=seed),
         spread_power=power_note(runs),
+        unit_by_seeds=unit_decision_by_seeds(
+            report.cubes,
+            list(report.units["unit"].unique()) if not report.units.empty else None,
+            n_boot=n_boot if not report.decision.empty else 0,
+            seed=seed,
+        ),
     )
 
 

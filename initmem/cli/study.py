@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         "measured_vs_predicted",
         "spread_by_seeds",
         "spread_power",
+        "unit_by_seeds",
     ):
         getattr(study, name).to_csv(tables / f"{name}.csv", index=False)
     study.bridge.units.to_csv(tables / "units.csv", index=False)

@@ -163,6 +163,16 @@ def test_study_writes_the_table_and_the_section(tmp_path):
         assert r["decision"] in section
     for line in seeds.power_sentences(power):
         assert line in section
+    # the unit decision at the full seed count is the study's own rank difference
+    unit = pd.read_csv(out / "unit_by_seeds.csv")
+    assert list(unit["k_seeds"]) == [2, 3, 4]
+    decision = pd.read_csv(out / "decision.csv").set_index("memory")
+    assert unit["rank_diff"].iloc[-1] == pytest.approx(decision.loc["spread", "rank_diff"])
+    for _, r in unit.iterrows():
+        cell = f"{r['rank_diff']:.2f} [{r['rank_lo']:.2f}, {r['rank_hi']:.2f}]"
+        assert f"| {r['k_seeds']} | {r['n_pipelines']} | {cell} |" in section
+        if r["rank_lo"] <= 0 <= r["rank_hi"]:
+            assert r["winner"] == "cannot tell"
 
 
 @pytest.mark.parametrize("n_alphas", [2, 3])
