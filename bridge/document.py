@@ -29,6 +29,7 @@ def document(study, figures: dict[str, str], *, command: str = "", wall: str = "
         *design(study),
         *units(study, figures),
         *function_memory(study),
+        *seed_counts(study),
         *measured_vs_predicted(study, figures),
         *convergence(study),
         *groups(study, figures),
@@ -286,6 +287,75 @@ def function_sentences(frame: pd.DataFrame) -> list[str]:
             "",
         ]
     return parts
+
+
+def seed_counts(study) -> list[str]:
+    """The spread decision on the first k seeds, per pipeline and pooled, and the power sentences
+    (:mod:`initmem.bridge.seeds`)."""
+    frame = getattr(study, "spread_by_seeds", pd.DataFrame())
+    if frame is None or frame.empty:
+        return []
+    rows = [
+        [
+            str(int(r["k_seeds"])),
+            str(r["label"]),
+            interval(
+                r["estimate_pp"], r["lo_pp"], r["hi_pp"], 2 if r["pipeline"] == "pooled" else 1
+            ),
+            number(r["null_mean_pp"], 1) if r["pipeline"] != "pooled" else MISSING,
+            r["decision"],
+        ]
+        for _, r in frame.iterrows()
+    ]
+    header = [
+        "seeds",
+        "pipeline",
+        "spread pp [95%] (pooled: excess over null)",
+        "null pp",
+        "decision",
+    ]
+    unit_rows = getattr(study, "unit_by_seeds", pd.DataFrame())
+    unit_part = []
+    if unit_rows is not None and not unit_rows.empty:
+        unit_part = [
+            "The pre-registered unit decision on the spread recomputed on the first k seeds "
+            "(rank difference of accumulated regularization against epochs, 95% bootstrap "
+            "interval; the calibration is of the full design only, so at k seeds a verdict for "
+            "epochs says cannot tell):",
+            "",
+            table(
+                ["seeds", "pipelines", "rank difference [95%]", "decision"],
+                [
+                    [
+                        str(int(r["k_seeds"])),
+                        str(int(r["n_pipelines"])),
+                        interval(r["rank_diff"], r["rank_lo"], r["rank_hi"]),
+                        "cannot tell at this size"
+                        if r["winner"] not in ("accumulated", "epochs")
+                        else f"{r['winner']}",
+                    ]
+                    for _, r in unit_rows.iterrows()
+                ],
+            ),
+            "",
+        ]
+    return [
+        "## The spread at each seed count",
+        "",
+        *unit_part,
+        "The spread decision recomputed on the first k seeds used of each pipeline (k = 2 up to "
+        f"{int(frame['k_seeds'].max())}); *pooled*: over the pipelines with at least k seeds used, "
+        "the mean of spread minus its null with a Student-t interval over pipelines.",
+        "",
+        table(header, rows),
+        "",
+        "How many seeds or pipelines the observed effect would need (the observed mean and sd "
+        "taken as the truth, normal draws, Student-t interval; the best and worst alpha are picked "
+        "on these seeds, so the sizes are optimistic):",
+        "",
+        *[f"- {line}" for line in study.power_sentences()],
+        "",
+    ]
 
 
 def measured_vs_predicted(study, figures: dict[str, str]) -> list[str]:

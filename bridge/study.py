@@ -19,6 +19,9 @@ alphas per pipeline) and computes, from the data only:
   (:func:`~initmem.empirical.memory.spread_null`) and bootstrap interval, and the disagreement between
   alphas minus that between seeds (:func:`~initmem.empirical.memory.disagreement_excess`), from the
   seeds whose runs interpolate at every alpha (a pipeline with fewer than 2 is left out);
+* **the spread at each seed count** (:mod:`initmem.bridge.seeds`): the spread decision on the
+  first k seeds used (k = 2 up to the sweep's), per pipeline and pooled over pipelines, and how many
+  seeds (per pipeline) or pipelines (pooled) the observed effect would need to tell;
 * **norm memory at the end** per pipeline (layer mean over the scaled BN-followed convs) with a
   t-interval over seeds: whether the effective learning rates of the alphas converged;
 * **where the memory lives**: for pipelines that differ only in ``alpha_groups`` (the ``units``
@@ -45,6 +48,12 @@ from initmem.bridge.document import document
 from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.fitting import fit
 from initmem.bridge.measure import prepare_runs
+from initmem.bridge.seeds import (
+    power_note,
+    power_sentences,
+    spread_by_seeds,
+    unit_decision_by_seeds,
+)
 from initmem.bridge.stats import DECIDING_UNITS
 from initmem.bridge.units import design_correlation, design_table
 from initmem.deprecation import moved
@@ -67,6 +76,9 @@ class UnitStudy:
     measured_vs_predicted: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     calibration: object = None
+    spread_by_seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
+    spread_power: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unit_by_seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
@@ -83,6 +95,11 @@ class UnitStudy:
     def norm_sentences(self) -> list[str]:
         """Per pipeline: did the effective learning rates of the alphas converge?"""
         return memory.norm_sentences(self.norm_end)
+
+    def power_sentences(self) -> list[str]:
+        """Per pipeline the seeds, pooled the pipelines, the spread would need to tell
+        (:func:`initmem.bridge.seeds.power_sentences`)."""
+        return power_sentences(self.spread_power)
 
     # ------------------------------------------------------------------ the document
     def markdown(
@@ -149,6 +166,14 @@ def unit_study(
         measured_vs_predicted=mvp,
         notes=list(report.notes),
         calibration=calibration,
+        spread_by_seeds=spread_by_seeds(runs, seed=seed),
+        spread_power=power_note(runs),
+        unit_by_seeds=unit_decision_by_seeds(
+            report.cubes,
+            list(report.units["unit"].unique()) if not report.units.empty else None,
+            n_boot=n_boot if not report.decision.empty else 0,
+            seed=seed,
+        ),
     )
 
 

@@ -113,7 +113,16 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(err))
     study.notes += folder_notes(sweep_dir, status)
     tables.mkdir(parents=True, exist_ok=True)
-    for name in ("design", "function", "norm_end", "groups", "measured_vs_predicted"):
+    for name in (
+        "design",
+        "function",
+        "norm_end",
+        "groups",
+        "measured_vs_predicted",
+        "spread_by_seeds",
+        "spread_power",
+        "unit_by_seeds",
+    ):
         getattr(study, name).to_csv(tables / f"{name}.csv", index=False)
     study.bridge.units.to_csv(tables / "units.csv", index=False)
     study.bridge.decision.to_csv(tables / "decision.csv", index=False)
