@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from initmem.bridge.document import reproduce_lines
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
 from initmem.theory.criterion import FORGETTING
@@ -209,20 +210,9 @@ def rules(study) -> list[str]:
 
 
 def reproduce(study, command: str, wall: str) -> list[str]:
-    """The training time summed over runs, the commands and how long they took."""
-    parts = ["## Reproduce", ""]
-    done = tables.finished_runs(study.runs)
-    if "wall_time" in done and done["wall_time"].notna().any():
-        parts += [
-            f"Training: {len(done)} runs, {done['wall_time'].sum() / 60:.1f} minutes of "
-            "training summed over runs (each run's own wall time).",
-            "",
-        ]
-    if command:
-        parts += ["```bash", command, "```", ""]
-    if wall:
-        parts += [wall, ""]
-    return parts
+    """The training time summed over the finished runs, the commands and how long they took
+    (:func:`initmem.bridge.document.reproduce_lines`)."""
+    return reproduce_lines(tables.finished_runs(study.runs), command, wall)
 
 
 def _count(n: int, noun: str) -> str:

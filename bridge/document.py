@@ -492,8 +492,14 @@ def rules(study) -> list[str]:
 
 def reproduce(study, command: str, wall: str) -> list[str]:
     """The training time summed over runs, the commands and how long they took."""
+    return reproduce_lines(study.bridge.runs, command, wall)
+
+
+def reproduce_lines(trained: pd.DataFrame, command: str, wall: str) -> list[str]:
+    """The section "Reproduce" of a study document: the training time summed over ``trained`` (one
+    row per run, its ``wall_time`` in seconds), the ``command`` as a code block and the measured
+    ``wall`` sentence."""
     parts = ["## Reproduce", ""]
-    trained = study.bridge.runs
     if "wall_time" in trained and trained["wall_time"].notna().any():
         parts += [
             f"Training: {len(trained)} runs, {trained['wall_time'].sum() / 60:.1f} minutes of "

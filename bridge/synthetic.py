@@ -305,6 +305,27 @@ def write_folder(root: str | Path, replica: Replica) -> Path:
     return root
 
 
+def write_run_logs(run_dir: Path, config, metrics: pd.DataFrame, layers: pd.DataFrame) -> None:
+    """Write a run folder's ``config.json``, ``log.jsonl`` (one record per evaluation, its layers
+    nested), ``metrics.parquet`` and ``layers.parquet`` from the two tidy frames (docs/run-format.md):
+    what a synthetic run has in place of training. ``metrics`` has one row per evaluation
+    (``epoch``, ``step``, ...), ``layers`` one per evaluation and layer (``epoch``, ``step``,
+    ``layer``, ...)."""
+    run_dir = Path(run_dir)
+    (run_dir / "config.json").write_text(
+        json.dumps({"hash": config.hash, "config": config.to_dict(), "initmem_version": "0"})
+    )
+    with (run_dir / "log.jsonl").open("w") as fh:
+        for record in metrics.to_dict("records"):
+            rows = layers[layers["epoch"] == record["epoch"]]
+            record["layers"] = {
+                r.pop("layer"): r for r in rows.drop(columns=["epoch", "step"]).to_dict("records")
+            }
+            fh.write(json.dumps(record) + "\n")
+    metrics.to_parquet(run_dir / "metrics.parquet")
+    layers.to_parquet(run_dir / "layers.parquet")
+
+
 def _write_run(run_dir, config, pipeline, epochs, acc, memory, alpha) -> None:
     """One run folder of :func:`write_folder`."""
     steps = pipeline.steps
@@ -355,18 +376,7 @@ def _write_run(run_dir, config, pipeline, epochs, acc, memory, alpha) -> None:
             )
         )
     layers = pd.concat(frames, ignore_index=True).sort_values(["epoch", "layer"], ignore_index=True)
-    (run_dir / "config.json").write_text(
-        json.dumps({"hash": config.hash, "config": config.to_dict(), "initmem_version": "0"})
-    )
-    with (run_dir / "log.jsonl").open("w") as fh:
-        for record in metrics.to_dict("records"):
-            rows = layers[layers["epoch"] == record["epoch"]]
-            record["layers"] = {
-                r.pop("layer"): r for r in rows.drop(columns=["epoch", "step"]).to_dict("records")
-            }
-            fh.write(json.dumps(record) + "\n")
-    metrics.to_parquet(run_dir / "metrics.parquet")
-    layers.to_parquet(run_dir / "layers.parquet")
+    write_run_logs(run_dir, config, metrics, layers)
     result = {
         "status": "completed",
         "best_val_acc": float(val[-1]),
@@ -401,4 +411,5 @@ __all__ = [
     "true_memory",
     "true_spread_end",
     "write_folder",
+    "write_run_logs",
 ]

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.preregister import prediction_folders, sweep_pipelines
+from initmem.bridge.synthetic import write_run_logs
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepRun
 
@@ -164,18 +165,7 @@ def _write_run(run_dir, cfg, steps, epochs, test_acc, layers) -> None:
             "wall_time": epochs.astype(float),
         }
     )
-    (run_dir / "config.json").write_text(
-        json.dumps({"hash": cfg.hash, "config": cfg.to_dict(), "initmem_version": "0"})
-    )
-    with (run_dir / "log.jsonl").open("w") as fh:
-        for record in metrics.to_dict("records"):
-            rows = layers[layers["epoch"] == record["epoch"]]
-            record["layers"] = {
-                r.pop("layer"): r for r in rows.drop(columns=["epoch", "step"]).to_dict("records")
-            }
-            fh.write(json.dumps(record) + "\n")
-    metrics.to_parquet(run_dir / "metrics.parquet")
-    layers.to_parquet(run_dir / "layers.parquet")
+    write_run_logs(run_dir, cfg, metrics, layers)
 
 
 def _write_predictions(root: Path, runs: list[SweepRun], cells: dict[str, Cell]) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from initmem.bridge.synthetic import write_run_logs
 from initmem.empirical.config import RunConfig
 
 TRAIN_SIZE, BATCH, EPOCHS, N_TEST = 1280, 32, 30, 2000
@@ -211,15 +212,4 @@ def _layer_table(p, alpha, n0, steps, epochs, rng, noise, norms) -> pd.DataFrame
 
 
 def _write_run(run_dir: Path, cfg: RunConfig, metrics: pd.DataFrame, layers: pd.DataFrame) -> None:
-    (run_dir / "config.json").write_text(
-        json.dumps({"hash": cfg.hash, "config": cfg.to_dict(), "initmem_version": "0"})
-    )
-    with (run_dir / "log.jsonl").open("w") as fh:
-        for record in metrics.to_dict("records"):
-            rows = layers[layers["epoch"] == record["epoch"]]
-            record["layers"] = {
-                r.pop("layer"): r for r in rows.drop(columns=["epoch", "step"]).to_dict("records")
-            }
-            fh.write(json.dumps(record) + "\n")
-    metrics.to_parquet(run_dir / "metrics.parquet")
-    layers.to_parquet(run_dir / "layers.parquet")
+    write_run_logs(run_dir, cfg, metrics, layers)
