@@ -1,6 +1,6 @@
-"""Benchmark 9: calibrating the study on the ``units`` preset's design (issue 23).
+"""Benchmark 9: calibrating the study on the ``units-v1`` preset's design (the published study; issue 23).
 
-``initmem.bridge.calibrate.calibrate(design_from("units"), 200)``: 200 synthetic sweeps of the design
+``initmem.bridge.calibrate.calibrate(design_from("units-v1"), 200)``: 200 synthetic sweeps of the design
 (12 pipelines x 5 seeds x 2 alphas) under each of the three truths, every verdict of the study scored
 (the rank unit decision with 200 bootstrap resamples, each pipeline's spread against its permutation
 null and its interval, the norm memory at the end and its interval), in 2 worker processes. Target:
@@ -20,7 +20,7 @@ from common import BenchResult, median, spread, timed
 from initmem.bridge.calibrate import calibrate
 from initmem.bridge.synthetic import design_from
 
-#: Target: seconds for the units preset's design, 200 replicas x 3 truths.
+#: Target: seconds for the units-v1 preset's design, 200 replicas x 3 truths.
 TARGET_S = 120.0
 
 
@@ -36,8 +36,8 @@ QUICK = Sizes(replicas=2, repeats=1, n_boot=20, workers=1)
 
 
 def bench_calibration(sizes: Sizes) -> list[BenchResult]:
-    """Median wall-clock seconds of the units preset's calibration (module docstring)."""
-    design = design_from("units")
+    """Median wall-clock seconds of the units-v1 preset's calibration (module docstring)."""
+    design = design_from("units-v1")
     seconds, cpu = [], []
     for _ in range(sizes.repeats):
         before = _cpu_seconds()
@@ -63,7 +63,7 @@ def bench_calibration(sizes: Sizes) -> list[BenchResult]:
     return [
         BenchResult(
             name="calibration_units",
-            description=f"calibrate the study on the units preset's design ({design.name}), "
+            description=f"calibrate the study on the units-v1 preset's design ({design.name}), "
             f"{sizes.replicas} replicas x 3 truths; ratio = median seconds (not a ratio), target "
             f"under {TARGET_S:g} s",
             figures=figures,
