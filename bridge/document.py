@@ -286,6 +286,19 @@ def function_sentences(frame: pd.DataFrame) -> list[str]:
             f"{len(dis)} pipelines" + (f": {', '.join(pos['label'])}." if len(pos) else "."),
             "",
         ]
+        p = dis["p_value"].astype(float)
+        shifted = (p < memory.ALPHA_LEVEL) | np.isclose(p, dis["p_min"].astype(float))
+        level = dis[shifted & ~(dis["excess_lo"] > 0)]
+        if len(level):
+            parts += [
+                f"In {len(level)} of the pipelines whose spread is above its null or whose seeds "
+                "all rank the alphas the same way, the alphas disagree no more than seeds do: "
+                "there the init scale moves the accuracy level, "
+                "not a reproducible function (a run at the other alpha differs from its own "
+                "seed's run no more than two seeds' runs differ): "
+                f"{', '.join(level['label'])}.",
+                "",
+            ]
     return parts
 
 

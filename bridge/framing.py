@@ -91,18 +91,36 @@ def question(sweep_dir: str | Path) -> str:
     return text
 
 
+#: The study's settings where neither the command line nor the sweep file's ``[study]`` sets them.
+STUDY_DEFAULTS = {"n_boot": 200, "calibrate": 0}
+
+
+def study_settings(sweep_dir: str | Path) -> dict[str, int]:
+    """The analysis's settings fixed with the sweep: the folder's ``sweep.toml`` ``[study]`` table
+    over :data:`STUDY_DEFAULTS` (the defaults alone when the file is missing or not a sweep file)."""
+    try:
+        study = SweepSpec.from_file(Path(sweep_dir) / "sweep.toml").study
+    except (OSError, SweepError):
+        study = {}
+    return {**STUDY_DEFAULTS, **study}
+
+
 def reproduce_command(
     sweep_dir: str | Path,
     doc: str | Path,
     *,
-    n_boot: int = 200,
+    n_boot: int | None = None,
     wall_time: str = "",
-    calibrate: int = 0,
+    calibrate: int | None = None,
 ) -> str:
     """The commands that rebuild the sweep from the folder's own ``sweep.toml`` (``--set``
-    overrides included) and the document; a comment line when the file no longer expands to the
-    manifest's runs (a folder edited by hand or ``--update``)."""
+    overrides included) and the document, naming only the settings that differ from the file's own
+    (:func:`study_settings`; None: the file's); a comment line when the file no longer expands to
+    the manifest's runs (a folder edited by hand or ``--update``)."""
     sweep_dir = Path(sweep_dir)
+    fixed = study_settings(sweep_dir)
+    n_boot = fixed["n_boot"] if n_boot is None else n_boot
+    calibrate = fixed["calibrate"] if calibrate is None else calibrate
     copy = sweep_dir / "sweep.toml"
     try:
         hashes = [r.hash for r in SweepSpec.from_file(copy).expand()]
@@ -119,9 +137,9 @@ def reproduce_command(
         lines.append(f"# note: {copy} no longer expands to the manifest's runs")
     lines.append(f"initmem sweep run {shlex.quote(str(copy))} --out {shlex.quote(str(sweep_dir))}")
     study = f"initmem study {shlex.quote(str(sweep_dir))} --doc {shlex.quote(str(doc))}"
-    if n_boot != 200:
+    if n_boot != fixed["n_boot"]:
         study += f" --n-boot {n_boot}"
-    if calibrate:
+    if calibrate != fixed["calibrate"]:
         study += f" --calibrate {calibrate}"
     if wall_time:
         study += f" --wall-time {shlex.quote(wall_time)}"
@@ -129,4 +147,12 @@ def reproduce_command(
     return "\n".join(lines)
 
 
-__all__ = ["LISTED_VALUES", "question", "reproduce_command", "sweep_axes", "title"]
+__all__ = [
+    "LISTED_VALUES",
+    "STUDY_DEFAULTS",
+    "question",
+    "reproduce_command",
+    "study_settings",
+    "sweep_axes",
+    "title",
+]

@@ -64,6 +64,7 @@ from initmem.deprecation import moved
 from . import backends, loggers, runfolder
 from .config import ConfigError, RunConfig, unknown_field_message
 from .deprecated import DEPRECATED
+from .sessions import SessionClock
 from .workers import DEFAULT_TRAINER, resolve_trainer
 
 if sys.version_info >= (3, 11):
@@ -72,9 +73,12 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 #: Keys allowed at the top of a sweep file.
-SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep")
+SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep", "study")
 #: Keys of the optional ``[sweep]`` table (sweep-level options; the command line overrides them).
 SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit", "logger")
+#: Keys of the optional ``[study]`` table: the analysis fixed with the sweep (``initmem study DIR``
+#: reads them from the folder's sweep.toml; its command line overrides them), with their least value.
+STUDY_OPTIONS = {"n_boot": 1, "calibrate": 0}
 BACKENDS = tuple(backends.BACKENDS)
 #: Sweeps of this many runs or more show a progress bar while they are expanded and validated.
 PROGRESS_MIN_RUNS = 100_000
@@ -96,7 +100,9 @@ class Variant:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A parsed sweep file. ``options`` holds the ``[sweep]`` table; ``source`` the text as given."""
+    """A parsed sweep file. ``options`` holds the ``[sweep]`` table, ``study`` the ``[study]`` table
+    (the analysis's settings, :data:`STUDY_OPTIONS`; no run depends on them); ``source`` the text as
+    given."""
 
     name: str
     base: dict[str, Any] = field(default_factory=dict)
@@ -105,6 +111,7 @@ class SweepSpec:
     options: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     source: str = ""
+    study: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -126,6 +133,7 @@ class SweepSpec:
             raise SweepError(
                 f"unknown [sweep] option(s) {bad_options}; allowed: {list(SWEEP_OPTIONS)}"
             )
+        study = _study_table(_table(values, "study"))
         if not set(values) & {"base", "grid", "variants"}:
             raise SweepError(
                 f"sweep file '{name}' defines no runs (no [base], [grid] or [[variants]]); "
@@ -161,6 +169,7 @@ class SweepSpec:
             options=options,
             description=str(values.get("description", "")),
             source=source,
+            study=study,
         )
 
     @classmethod
@@ -309,6 +318,8 @@ class SweepSpec:
                     f"[sweep.{key}]",
                     *(f"{k} = {_toml_value(v)}" for k, v in sub.items()),
                 ]
+        if self.study:
+            lines += ["", "[study]", *(f"{k} = {_toml_value(v)}" for k, v in self.study.items())]
         for variant in self.variants:
             lines += ["", "[[variants]]", f"name = {_toml_value(variant.name)}"]
             lines += [f"{k} = {_toml_value(v)}" for k, v in variant.overrides.items()]
@@ -350,6 +361,18 @@ def _table(values: dict[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise SweepError(f"[{key}] must be a table")
     return dict(table)
+
+
+def _study_table(study: dict[str, Any]) -> dict[str, Any]:
+    """The ``[study]`` table, checked: known keys, integers at or above their least value."""
+    unknown = sorted(set(study) - set(STUDY_OPTIONS))
+    if unknown:
+        raise SweepError(f"unknown [study] option(s) {unknown}; allowed: {list(STUDY_OPTIONS)}")
+    for key, value in study.items():
+        least = STUDY_OPTIONS[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise SweepError(f"[study] {key} must be an integer >= {least} (got {value!r})")
+    return study
 
 
 def _check_fields(where: str, values: dict[str, Any]) -> None:
@@ -654,22 +677,68 @@ def run_sweep(
         raise SweepError(f"cannot load trainer {trainer!r}: {err}") from None
     if pack > 1 and trainer_function is not resolve_trainer(DEFAULT_TRAINER):
         raise SweepError(f"pack > 1 trains with initmem's own trainer; got trainer {trainer!r}")
+    clock = SessionClock().start()  # the wall time counts preparing and the predictions too
     runs = prepare_sweep(spec, sweep_dir, update=update)
-    if before_training is not None:
-        before_training(runs)
     unfinished = [
         r.task(sweep_dir)
         for r in runs
         if runfolder.run_state(r.run_dir(sweep_dir)) not in runfolder.FINISHED_STATES
     ]
+    clock.runs_before = len(runs) - len(unfinished)
+    ended_by = "interrupted"
+    try:
+        status = _run_prepared(
+            spec,
+            sweep_dir,
+            runs,
+            unfinished,
+            clock,
+            backend=backend,
+            workers=workers,
+            runs_per_gpu=runs_per_gpu,
+            pack=pack,
+            trainer=trainer,
+            progress=progress,
+            logger=logger,
+            backend_options=backend_options,
+            before_training=before_training,
+        )
+        ended_by = "finished"
+        return status
+    finally:  # a call that finds every run finished trains nothing and records nothing
+        if unfinished or ended_by != "finished":
+            clock.stop(sweep_dir, ended_by=ended_by)
+
+
+def _run_prepared(
+    spec: SweepSpec,
+    sweep_dir: str | Path,
+    runs: list[SweepRun],
+    unfinished: list[dict[str, Any]],
+    clock: SessionClock,
+    *,
+    backend: str,
+    workers: int | None,
+    runs_per_gpu: int,
+    pack: int,
+    trainer: str | Callable[[RunConfig], Any],
+    progress: bool,
+    logger: str | None,
+    backend_options: dict[str, Any] | None,
+    before_training: Callable[[list[SweepRun]], Any] | None,
+) -> SweepStatus:
+    """:func:`run_sweep` once the folder is prepared and its ``unfinished`` run tasks listed:
+    predictions, training, the status."""
+    if before_training is not None:
+        before_training(runs)
     if logger is not None:  # each worker writes its run's event file when the run has finished
         unfinished = [task | {"logger": logger} for task in unfinished]
     todo = pack_tasks(unfinished, pack)
     extra = dict(backend_options or {})
     if backend == "ray":
-        extra.setdefault("address", options.get("ray_address"))
+        extra.setdefault("address", spec.options.get("ray_address"))
     if backend == "submitit":
-        extra = {**options.get("submitit", {}), **extra}
+        extra = {**spec.options.get("submitit", {}), **extra}
 
     from tqdm.auto import tqdm  # about 0.1 s; parsing a sweep and its status show no bar
 
@@ -698,6 +767,7 @@ def run_sweep(
                 counts[outcome["status"]] += 1
             if outcome["status"] != "locked":
                 bar.update(1)
+                clock.trained()
                 if progress:
                     bar.write(_outcome_line(outcome, by_hash[outcome["hash"]], axes, sweep_dir))
             postfix = {"diverged": counts["diverged"], "failed": counts["failed"]}
@@ -747,6 +817,7 @@ __all__ = [
     "DEFAULT_TRAINER",
     "SweepError",
     "SweepRun",
+    "STUDY_OPTIONS",
     "SweepSpec",
     "SweepStatus",
     "Variant",

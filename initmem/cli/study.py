@@ -8,7 +8,11 @@ Writes the Markdown document and its figures (``PATH`` without ``.md``, as a fol
 ``DIR/study``; the sweep folder is only read otherwise); prints the verdict. The outputs are checked
 before any work. A sweep that is not finished (runs pending, running, failed or damaged), runs
 skipped as damaged and runs trained on different data sets are named in the document's notes.
-Figure links are URL-encoded and the printed commands shell-quoted.
+Figure links are URL-encoded and the printed commands shell-quoted. The document states how long
+the sweep took and at what load from the folder's own records (``sessions.jsonl``, written by each
+``initmem sweep run``), so the same folder gives the same document; the analysis time is printed.
+``--n-boot`` and ``--calibrate`` default to the sweep file's ``[study]`` table (the analysis fixed
+with the sweep), then to 200 and 0.
 
 A sweep whose runs train more than one model (the ``architectures`` preset) gets the architectures
 study instead (:mod:`initmem.bridge.architectures`: per architecture and pipeline the spread with its
@@ -55,22 +59,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "auto: architectures when the runs train more than one model (default)",
     )
     parser.add_argument(
-        "--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)"
+        "--n-boot",
+        type=int,
+        default=None,
+        metavar="N",
+        help="bootstrap resamples (default: the sweep file's [study] n_boot, else 200)",
     )
     parser.add_argument(
         "--calibrate",
         type=int,
-        default=0,
+        default=None,
         metavar="N",
         help="calibrate the unit decision on N synthetic sweeps of this design per truth "
-        "(initmem.bridge.calibrate; about 0.1 s each for 12 pipelines; default 0: off, and a "
-        "verdict for epochs says cannot tell)",
+        "(initmem.bridge.calibrate; about 0.1 s each for 12 pipelines; default: the sweep file's "
+        "[study] calibrate, else 0: off, and a verdict for epochs says cannot tell)",
     )
     parser.add_argument(
         "--wall-time",
         metavar="TEXT",
         default="",
-        help="how long the sweep took, as measured (a sentence for the document's reproduce section)",
+        help="a sentence added to the document's reproduce section after the sweep's own record of "
+        "its wall time and load (e.g. conditions the record cannot know)",
     )
     parser.set_defaults(func=run)
 
@@ -83,12 +92,15 @@ def run(args: argparse.Namespace) -> int:
 
     from initmem.bridge import BridgeDataError
     from initmem.bridge.architectures import is_architecture_sweep
-    from initmem.bridge.framing import reproduce_command
+    from initmem.bridge.framing import reproduce_command, study_settings
     from initmem.bridge.study import unit_study
     from initmem.bridge.study_plots import save_study_figures
     from initmem.empirical.sweep import SweepError as SweepFolderError
     from initmem.empirical.sweep import sweep_status
 
+    fixed = study_settings(args.dir)  # the analysis fixed with the sweep, unless the line says
+    args.n_boot = fixed["n_boot"] if args.n_boot is None else args.n_boot
+    args.calibrate = fixed["calibrate"] if args.calibrate is None else args.calibrate
     if args.n_boot < 1:
         return fail(f"--n-boot must be >= 1 (got {args.n_boot})")
     if args.calibrate < 0:
@@ -139,16 +151,13 @@ def run(args: argparse.Namespace) -> int:
         args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time, calibrate=args.calibrate
     )
     doc.parent.mkdir(parents=True, exist_ok=True)
-    wall = f"{args.wall_time} ".lstrip() + (
-        f"The analysis (`initmem study`, {args.n_boot} bootstrap resamples) took "
-        f"{time.monotonic() - start:.0f} s."
-    )
-    doc.write_text(study.markdown(relative, command=command, wall=wall))
+    doc.write_text(study.markdown(relative, command=command, wall=measured(args, sweep_dir)))
     for line in study.verdict():
         print(line)
     for line in study.group_sentences():
         print(line)
     print(f"study: {doc} (+ {len(figures)} figures), tables in {tables}")
+    print(f"analysis took {time.monotonic() - start:.0f} s")
     return 0
 
 
@@ -166,15 +175,22 @@ def architectures(args, sweep_dir, tables, doc, status, start) -> int:
     study.cells.to_csv(tables / "cells.csv", index=False)
     study.predictions.to_csv(tables / "predictions.csv", index=False)
     command = reproduce_command(args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time)
-    wall = f"{args.wall_time} ".lstrip() + (
-        f"The analysis (`initmem study`) took {time.monotonic() - start:.0f} s."
-    )
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(study.markdown(command=command, wall=wall))
+    doc.write_text(study.markdown(command=command, wall=measured(args, sweep_dir)))
     for line in study.verdict():
         print(line)
     print(f"study: {doc}, tables in {tables}")
+    print(f"analysis took {time.monotonic() - start:.0f} s")
     return 0
+
+
+def measured(args, sweep_dir) -> str:
+    """The document's sentence on time: the sweep's own records (``sessions.jsonl``,
+    :func:`initmem.empirical.sessions.sessions_sentence`) and the ``--wall-time`` text. The
+    analysis's own time is printed, not written: the same folder gives the same document."""
+    from initmem.empirical.sessions import read_sessions, sessions_sentence
+
+    return " ".join(t for t in (sessions_sentence(read_sessions(sweep_dir)), args.wall_time) if t)
 
 
 def output_problem(tables, doc) -> str | None:

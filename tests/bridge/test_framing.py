@@ -70,3 +70,15 @@ def test_reproduce_says_when_the_folder_file_no_longer_gives_its_runs(sweep_dir,
     (sweep_dir / "sweep.toml").write_text(USER_SWEEP)  # lr = 0.1 again: other hashes
     command = framing.reproduce_command(sweep_dir, tmp_path / "doc.md")
     assert command.splitlines()[0].startswith("# note:")
+
+
+def test_the_sweep_files_study_table_sets_the_analysis_and_the_command_names_the_rest(tmp_path):
+    spec = SweepSpec.from_toml(USER_SWEEP + "[study]\ncalibrate = 40\n")
+    prepare_sweep(spec, tmp_path / "fixed")
+    folder, doc = tmp_path / "fixed", tmp_path / "doc.md"
+    assert framing.study_settings(folder) == {"n_boot": 200, "calibrate": 40}
+    assert framing.study_settings(tmp_path / "nowhere") == framing.STUDY_DEFAULTS
+    study = framing.reproduce_command(folder, doc).splitlines()[1]
+    assert study == f"initmem study {folder} --doc {doc}"  # the file's own settings: no flags
+    study = framing.reproduce_command(folder, doc, calibrate=0, n_boot=30).splitlines()[1]
+    assert study.endswith("--n-boot 30 --calibrate 0")

@@ -74,6 +74,16 @@ def test_study_document_numbers_are_the_data(study_sweep, tmp_path, capsys):
     reproduce = text[text.index("## Reproduce") :]
     assert f"initmem sweep run {study_sweep / 'sweep.toml'} --out {study_sweep}" in reproduce
     assert "--n-boot 20" in reproduce
+    # the time and load the sweep recorded (one run_sweep call trained its 12 runs), and the same
+    # folder gives the same document: the analysis's own time is printed, not written
+    from initmem.empirical.sessions import read_sessions, sessions_sentence
+
+    (session,) = read_sessions(study_sweep)
+    assert (session.runs_before, session.runs_trained, session.ended_by) == (0, 12, "finished")
+    assert sessions_sentence([session]) in reproduce and "from an empty folder" in reproduce
+    assert "analysis took" in capsys.readouterr().out
+    assert main(["study", str(study_sweep), "--doc", str(doc), "--n-boot", "20"]) == 0
+    assert doc.read_text() == text
 
     runs = load_sweep(study_sweep)
     function = pd.read_csv(study_sweep / "study" / "function.csv")
@@ -177,3 +187,23 @@ def test_report_bridge_and_study_print_one_spread(law_sweep, tmp_path):
         assert theirs["p"] == mine["p"] and theirs["seeds"] == mine["seeds used"] == "2"
         assert float(row["spread_pp"]) == pytest.approx(float(mine["spread (pp)"]), abs=0.05)
         assert float(row["p_value"]) == pytest.approx(float(mine["p"]), abs=5e-4)
+
+
+def test_function_sentences_count_spreads_and_name_a_level_without_a_function():
+    from initmem.bridge.document import function_sentences
+
+    frame = pd.DataFrame(
+        {
+            "label": ["a", "b", "c", "d"],
+            "p_value": [0.01, 1 / 16, 0.5, np.nan],
+            "p_min": [1 / 16] * 4,
+            "excess_lo": [0.01, -0.02, -0.03, np.nan],
+        }
+    )
+    text = " ".join(function_sentences(frame))
+    assert "1 of 3 pipelines with function statistics have a spread above its permutation" in text
+    assert "null at p < 0.05: a. 1 reach the smallest p-value their seeds allow" in text
+    assert "disagree more than seeds do (interval above 0) in 1 of 3 pipelines: a." in text
+    # b: every seed ranks the alphas alike, alphas no further apart than seeds; c: no shift
+    assert "In 1 of the pipelines whose spread is above its null or whose seeds all rank" in text
+    assert text.rstrip().endswith("no more than two seeds' runs differ): b.")

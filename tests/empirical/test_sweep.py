@@ -21,6 +21,7 @@ import pytest
 
 from initmem.empirical.config import RunConfig
 from initmem.empirical.runfolder import lock_is_held, run_lock, run_state, write_atomic
+from initmem.empirical.sessions import Session, read_sessions, sessions_sentence
 from initmem.empirical.sweep import (
     SweepError,
     SweepSpec,
@@ -179,6 +180,8 @@ def test_any_field_can_be_an_axis_and_list_fields_take_lists():
         ("[grid]\nalpha = [1.0]\n[[variants]]\nalpha = 2.0\n", "which the sweep grid also sets"),
         ("[[variants]]\nname = 'a'\n[[variants]]\nname = 'a'\n", "unique"),
         ("[sweep]\nworkerz = 2\n", "unknown [sweep] option"),
+        ("[study]\nn_boots = 20\n", "unknown [study] option(s) ['n_boots']"),
+        ("[study]\ncalibrate = -1\n", "[study] calibrate must be an integer >= 0 (got -1)"),
         ("[base\n", "invalid TOML"),
         (
             "[base]\ndataset='cifar10-fixture'\nbatch_size=4\n[grid]\nlr=[0.1, -1.0]\n"
@@ -214,6 +217,13 @@ def test_overrides_and_grid_changes_survive_a_toml_round_trip():
     assert [r.hash for r in again.expand()] == [r.hash for r in spec.expand()]
     runs = spec.expand()
     assert len(runs) == 6 and {r.config.seed for r in runs} == {7}
+    # the analysis's settings travel with the file and change no run
+    studied = SweepSpec.from_toml(SWEEP + "\n[study]\ncalibrate = 40\nn_boot = 50\n")
+    assert studied.study == {"calibrate": 40, "n_boot": 50}
+    assert SweepSpec.from_toml(studied.with_overrides({}).to_toml()).study == studied.study
+    assert [r.hash for r in studied.expand()] == [
+        r.hash for r in SweepSpec.from_toml(SWEEP).expand()
+    ]
     assert {r.config.lr for r in runs} == {0.2} and {r.config.epochs for r in runs} == {1}
 
 
@@ -295,10 +305,46 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path):
         assert run_state(run.run_dir(out)) == "failed"
     assert {f[2] for f in status.failures} == {"RuntimeError: fake failure for lr = 0.5"}
     # a rerun retries the failed runs only
+    start = time.monotonic()
     run_sweep(path, out, trainer=FAKE, workers=2, progress=False)
+    outer_s = time.monotonic() - start
+    first, second = read_sessions(out)  # one record per call: what it found, trained, took
+    assert (first.runs_before, first.runs_trained, first.ended_by) == (0, 4, "finished")
+    assert (second.runs_before, second.runs_trained) == (2, 2)
+    assert 0 < second.wall_s <= outer_s + 0.1
+    assert 0 <= second.load_mean <= second.load_max and second.load_samples >= 2
     for run in read_manifest(out):
         starts = [line for line in journal(run.run_dir(out)) if line.startswith("start")]
         assert len(starts) == (2 if run.config.lr == 0.5 else 1)
+
+
+def test_an_interrupted_call_is_recorded_and_the_sentence_sums_the_calls(tmp_path):
+    path = write_sweep(
+        tmp_path, "[base]\ndataset = 'cifar10-fixture'\nbatch_size = 4\nepochs = 1\n"
+    )
+
+    def interrupt(runs):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(path, tmp_path / "out", trainer=FAKE, progress=False, before_training=interrupt)
+    (record,) = read_sessions(tmp_path / "out")
+    assert (record.runs_trained, record.ended_by) == (0, "interrupted")
+    for _ in range(2):  # the second call finds every run finished: no record
+        run_sweep(path, tmp_path / "out", trainer=FAKE, progress=False)
+    first, second = read_sessions(tmp_path / "out")
+    assert first == record and (second.runs_before, second.runs_trained) == (0, 1)
+    # the sentence: wall time summed, load averaged over every sample, the highest load
+    calls = [
+        Session("2026-01-01T00:00:00+00:00", 600.0, 0, 10, 2.0, 3.0, 4, 2, "interrupted"),
+        Session("2026-01-01T01:00:00+00:00", 300.0, 10, 5, 5.0, 6.5, 2, 2),
+    ]
+    text = sessions_sentence(calls)
+    assert "took 15.0 minutes of wall time from an empty folder in 2 calls" in text
+    assert "15 runs trained" in text and "load average of 3.0 on average and 6.5 at most" in text
+    assert "1 of the calls ended early" in text and sessions_sentence([]) == ""
+    (tmp_path / "out" / "sessions.jsonl").write_text('{"started": "x"}\nnot json\n')
+    assert read_sessions(tmp_path / "out") == []  # a line cut short by a kill is skipped
 
 
 def test_a_dying_worker_fails_only_the_run_it_started(tmp_path):
