@@ -132,7 +132,7 @@ def calibration(study) -> list[str]:
         f"{first.sigma_norm:.3f}, test accuracy {100 * first.sigma_acc:.2f} pp per run, largest "
         f"alpha gap {100 * first.gap:.1f} pp. Each cell: how often the verdict was wrong (or the "
         "95% interval covered the truth), with its 95% Wilson interval; per-pipeline verdicts "
-        f"count pipeline-replicas. Computed in {calibrated.seconds:.0f} s.",
+        "count pipeline-replicas.",
         "",
         table(["verdict", "n", *[f"truth: {t}" for t in truths]], rows),
         "",

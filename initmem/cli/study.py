@@ -157,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
     for line in study.group_sentences():
         print(line)
     print(f"study: {doc} (+ {len(figures)} figures), tables in {tables}")
+    if study.calibration is not None:  # printed, not written: the document stays reproducible
+        print(f"calibration took {study.calibration.seconds:.0f} s")
     print(f"analysis took {time.monotonic() - start:.0f} s")
     return 0
 
