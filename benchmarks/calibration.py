@@ -1,13 +1,15 @@
-"""Benchmark 9: calibrating the study on the ``units-v1`` preset's design (the published study; issue 23).
+"""Benchmark 9: calibrating the study on the ``units-v1`` preset's design (the first design; issue 23).
 
 ``initmem.bridge.calibrate.calibrate(design_from("units-v1"), 200)``: 200 synthetic sweeps of the design
 (12 pipelines x 5 seeds x 2 alphas) under each of the three truths, every verdict of the study scored
 (the rank unit decision with 200 bootstrap resamples, each pipeline's spread against its permutation
 null and its interval, the norm memory at the end and its interval), in 2 worker processes. Target:
 the 600 replicas in at most 120 s on this machine's 2 cores (``ratio`` is the median wall-clock seconds, ``better`` = lower).
-No training, no torch: numpy only.
+No training, no torch: numpy only. ``--preset units`` measures the second design (24 pipelines), the
+one ``initmem study runs/units`` calibrates; the target is the units-v1 design's.
 
     .venv/bin/python benchmarks/calibration.py
+    .venv/bin/python benchmarks/calibration.py --preset units
 """
 
 from __future__ import annotations
@@ -30,14 +32,16 @@ class Sizes:
     repeats: int = 1
     n_boot: int = 200
     workers: int = 2
+    preset: str = "units-v1"
 
 
 QUICK = Sizes(replicas=2, repeats=1, n_boot=20, workers=1)
 
 
 def bench_calibration(sizes: Sizes) -> list[BenchResult]:
-    """Median wall-clock seconds of the units-v1 preset's calibration (module docstring)."""
-    design = design_from("units-v1")
+    """Median wall-clock seconds of a preset's calibration (module docstring; units-v1 unless
+    ``sizes.preset`` says)."""
+    design = design_from(sizes.preset)
     seconds, cpu = [], []
     for _ in range(sizes.repeats):
         before = _cpu_seconds()
@@ -63,7 +67,7 @@ def bench_calibration(sizes: Sizes) -> list[BenchResult]:
     return [
         BenchResult(
             name="calibration_units",
-            description=f"calibrate the study on the units-v1 preset's design ({design.name}), "
+            description=f"calibrate the study on the {sizes.preset} preset's design ({design.name}), "
             f"{sizes.replicas} replicas x 3 truths; ratio = median seconds (not a ratio), target "
             f"under {TARGET_S:g} s",
             figures=figures,
@@ -87,8 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", type=int, default=Sizes.replicas)
     parser.add_argument("--repeats", type=int, default=Sizes.repeats)
+    parser.add_argument(
+        "--preset",
+        default=Sizes.preset,
+        help="the design calibrated (default units-v1, the target's; units: the second design)",
+    )
     args = parser.parse_args(argv)
-    for result in bench_calibration(Sizes(replicas=args.replicas, repeats=args.repeats)):
+    sizes = Sizes(replicas=args.replicas, repeats=args.repeats, preset=args.preset)
+    for result in bench_calibration(sizes):
         print(f"{result.name}: {result.figures}")
     return 0
 

@@ -275,15 +275,16 @@ def function_sentences(frame: pd.DataFrame) -> list[str]:
         + (f": {', '.join(above['label'])}." if len(above) else ".")
         + f" {len(floor)} reach the smallest p-value their seeds allow (every seed ranks the "
         "alphas the same way; with two alphas it is 2 / 2^seeds, 1/16 for 5 seeds)"
-        + (f": {', '.join(floor['label'])}." if len(floor) else "."),
+        + (f": {', '.join(_floor_labels(floor, frame))}." if len(floor) else "."),
         "",
     ]
     dis = frame.dropna(subset=["excess_lo"]) if "excess_lo" in frame else []
     if len(dis):
         pos = dis[dis["excess_lo"] > 0]
         parts += [
-            f"The alphas disagree more than seeds do (interval above 0) in {len(pos)} of "
-            f"{len(dis)} pipelines" + (f": {', '.join(pos['label'])}." if len(pos) else "."),
+            f"The alphas disagree more than seeds do (interval above 0) in {len(pos)} of the "
+            f"{len(dis)} pipelines with an interval ({memory.MIN_SEEDS_INTERVAL} or more seeds)"
+            + (f": {', '.join(pos['label'])}." if len(pos) else "."),
             "",
         ]
         p = dis["p_value"].astype(float)
@@ -300,6 +301,18 @@ def function_sentences(frame: pd.DataFrame) -> list[str]:
                 "",
             ]
     return parts
+
+
+def _floor_labels(floor: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+    """The labels of pipelines at their smallest attainable p, each whose floor is above the
+    sweep's lowest with its own (a pipeline left with fewer seeds reaches a weaker floor)."""
+    lowest = float(frame["p_min"].astype(float).min())
+    return [
+        str(r["label"])
+        if math.isclose(float(r["p_min"]), lowest)
+        else f"{r['label']} (smallest attainable p {float(r['p_min']):.3g})"
+        for _, r in floor.iterrows()
+    ]
 
 
 def seed_counts(study) -> list[str]:

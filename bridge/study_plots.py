@@ -26,8 +26,11 @@ def _colors(n: int):
     # deferred: matplotlib loads only to draw
     from matplotlib import colormaps
 
-    cmap = colormaps["tab20"]
-    return [cmap(i % 20) for i in range(n)]
+    # tab20, then tab20b: 40 distinct colours before any repeats (a 24-pipeline design)
+    palette = [colormaps["tab20"](i) for i in range(20)] + [
+        colormaps["tab20b"](i) for i in range(20)
+    ]
+    return [palette[i % len(palette)] for i in range(n)]
 
 
 def plot_units(study, path: Path) -> bool:
@@ -86,7 +89,7 @@ def plot_predicted(study, path: Path) -> bool:
     if not predictors:
         return False
     labels = study.design.set_index("pipeline")["variant"].to_dict()
-    fig = _figure(4.2 * len(predictors), 3.8)
+    fig = _figure(4.2 * len(predictors) + 1.6, 3.8)
     axes = fig.subplots(1, len(predictors), squeeze=False)[0]
     colors = _colors(len(pipelines))
     for ax, (column, name) in zip(axes, predictors, strict=True):
@@ -114,7 +117,15 @@ def plot_predicted(study, path: Path) -> bool:
         ax.set_xlabel(f"predicted time (steps): {name}", fontsize=8)
         ax.set_ylabel("measured norm-memory time (steps)", fontsize=8)
         ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=6, title="▲: not forgotten (lower bound)", title_fontsize=6)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(  # beside the panels: inside, it hid points of a 24-pipeline design
+        handles,
+        names,
+        loc="outside right upper",
+        fontsize=6,
+        title="▲: not forgotten (lower bound)",
+        title_fontsize=6,
+    )
     fig.savefig(path, dpi=DPI)
     return True
 

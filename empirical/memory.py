@@ -32,7 +32,8 @@ Definitions
 (M3) **Disagreement excess**. ``alpha_dis``: mean over seeds in S and alpha pairs of the fraction of
      test points where ``pred(a, s) != pred(b, s)``; ``seed_dis``: mean over alphas and seed pairs of
      the same between two seeds at one alpha (the floor); ``excess = alpha_dis - seed_dis`` with a
-     bootstrap interval over seeds (:func:`disagreement_excess`). :func:`disagreement_memory`.
+     bootstrap interval over seeds, NaN below 3 seeds (:func:`disagreement_excess`).
+     :func:`disagreement_memory`.
 (M4) **Norm memory**. For a layer scaled by alpha and a seed,
      ``m(t) = ln(|w|_hi(t) / |w|_lo(t)) / ln(|w|_hi(0) / |w|_lo(0))`` between the runs of the largest
      and the smallest alpha: 1 while the alphas' effective learning rates ``lr / |w|^2`` are as far
@@ -68,6 +69,9 @@ from .deprecated import DEPRECATED
 
 #: A memory whose permutation p-value is below this counts as above its noise floor (M2).
 ALPHA_LEVEL = 0.05
+#: Seeds a bootstrap interval over seeds needs (M3): with 2, a resample that keeps two distinct seeds
+#: is the sample itself, and the interval has zero width.
+MIN_SEEDS_INTERVAL = 3
 #: Norm memory below this at the end of the run: the alphas' effective learning rates converged
 #: (the memory shrank by e, the definition of a forgetting time; M4).
 FORGOTTEN_LEVEL = FORGETTING.level
@@ -213,7 +217,9 @@ def disagreement_excess(
     fraction of test points where two alphas of one seed disagree; ``seed_dis``: mean over alphas and
     seed pairs of the same between two seeds of one alpha; ``excess = alpha_dis - seed_dis``.
     The interval resamples seeds with replacement (a pair of a seed with its own copy is left out of
-    ``seed_dis``). NaN with fewer than 2 alphas or 2 seeds. Derived here.
+    ``seed_dis``). NaN with fewer than 2 alphas or 2 seeds; the interval is NaN with fewer than
+    :data:`MIN_SEEDS_INTERVAL` (3) seeds: with 2, every resample that keeps a pair of distinct seeds is
+    the sample itself, so the bootstrap would give a zero-width interval. Derived here.
     """
     alphas = sorted(predictions)
     seeds = sorted(set.intersection(*(set(predictions[a]) for a in alphas))) if alphas else []
@@ -243,18 +249,15 @@ def disagreement_excess(
 
     alpha_dis = float(per_seed.mean())
     seed_dis = float(pair[upper].mean())
+    out.update(alpha_dis=alpha_dis, seed_dis=seed_dis, excess=alpha_dis - seed_dis)
+    if n_seed < MIN_SEEDS_INTERVAL:
+        return out
     rng = np.random.default_rng(seed)
     boots = np.array([statistic(rng.integers(0, n_seed, n_seed)) for _ in range(n_boot)])
     boots = boots[np.isfinite(boots)]
     tail = (1 - level) / 2
     lo, hi = np.quantile(boots, [tail, 1 - tail]) if boots.size else (np.nan, np.nan)
-    out.update(
-        alpha_dis=alpha_dis,
-        seed_dis=seed_dis,
-        excess=alpha_dis - seed_dis,
-        excess_lo=float(lo),
-        excess_hi=float(hi),
-    )
+    out.update(excess_lo=float(lo), excess_hi=float(hi))
     return out
 
 

@@ -70,6 +70,20 @@ def test_disagreement_excess_planted_effect_and_null():
     assert result["excess_lo"] < 0 < result["excess_hi"]
 
 
+@pytest.mark.parametrize("n_seeds", [2, 3])
+def test_disagreement_excess_interval_needs_three_seeds(n_seeds):
+    """With 2 seeds every resample keeping two distinct seeds is the sample: no interval (NaN),
+    the estimate still reported; with 3 the percentile interval has width and holds the estimate."""
+    result = memory.disagreement_excess(_predictions(0.3, n_seeds=n_seeds), n_boot=300)
+    assert result["excess"] == pytest.approx(result["alpha_dis"] - result["seed_dis"])
+    assert result["excess"] == pytest.approx(0.3 - 0.17, abs=0.03)
+    if n_seeds < memory.MIN_SEEDS_INTERVAL:
+        assert np.isnan(result["excess_lo"]) and np.isnan(result["excess_hi"])
+    else:
+        assert result["excess_lo"] < result["excess_hi"]
+        assert result["excess_lo"] <= result["excess"] <= result["excess_hi"]
+
+
 def _cubes(planted: bool | str, seed: int = 0):
     """12 pipelines: memory exp(-accumulated) (planted True), exp(-epochs / 12) (planted
     "epochs") or flat noise (False); epochs and the accumulated rate vary independently, 5 seeds

@@ -203,7 +203,13 @@ def test_function_sentences_count_spreads_and_name_a_level_without_a_function():
     text = " ".join(function_sentences(frame))
     assert "1 of 3 pipelines with function statistics have a spread above its permutation" in text
     assert "null at p < 0.05: a. 1 reach the smallest p-value their seeds allow" in text
-    assert "disagree more than seeds do (interval above 0) in 1 of 3 pipelines: a." in text
+    assert "disagree more than seeds do (interval above 0) in 1 of the 3 pipelines with an" in text
+    assert "interval (3 or more seeds): a." in text
     # b: every seed ranks the alphas alike, alphas no further apart than seeds; c: no shift
     assert "In 1 of the pipelines whose spread is above its null or whose seeds all rank" in text
     assert text.rstrip().endswith("no more than two seeds' runs differ): b.")
+    # a pipeline left with 2 seeds reaches a weaker floor (1/2), named with it
+    frame.loc[2, "p_min"] = 0.5
+    text = " ".join(function_sentences(frame))
+    assert "2 reach the smallest p-value their seeds allow" in text
+    assert "1/16 for 5 seeds): b, c (smallest attainable p 0.5)." in text
