@@ -347,7 +347,9 @@ def seed_counts(study) -> list[str]:
             "The pre-registered unit decision on the spread recomputed on the first k seeds "
             "(rank difference of accumulated regularization against epochs, 95% bootstrap "
             "interval; the calibration is of the full design only, so at k seeds a verdict for "
-            "epochs says cannot tell):",
+            "epochs says cannot tell). A pipeline enters at k when it has at least k seeds used, "
+            "so a row can hold fewer pipelines than the verdict, which takes every pipeline at "
+            "its own number of seeds:",
             "",
             table(
                 ["seeds", "pipelines", "rank difference [95%]", "decision"],

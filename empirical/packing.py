@@ -5,9 +5,10 @@ K runs into one computation divides that overhead by K. :func:`train_packed` tak
 differ only in :data:`PACKABLE_FIELDS` and writes the same run folders as calling
 :func:`~initmem.empirical.trainer.train` on each: equal counts, and numbers equal to float32 rounding
 after one step, to each run's own rounding sensitivity after many (docs/run-format.md, "Packed runs").
-The first forward is bit-identical; the first backward sums the weight gradients in another order
-(2e-6 relative on the tests' ResNet-9), and training carries that forward as it carries any rounding
-difference: not bit for bit, on any CPU.
+The first forward is bit-identical on the AVX2 CPUs measured (not on an AVX-512 one: 2e-7 in the
+first conv); the first backward sums the weight gradients in another order (2e-6 relative on the
+tests' ResNet-9), and training carries that forward as it carries any rounding difference: not bit
+for bit, on any CPU.
 
 How. Each run keeps its own :class:`~initmem.empirical.trainer.Trainer` (model, optimizer, generators,
 statistics), but its parameters and BatchNorm buffers become views into stacked tensors of shape

@@ -2,7 +2,7 @@
 
 What equality holds (docs/run-format.md, "Packed runs", has the measurements). Packed and unpacked
 training are the same arithmetic in another reduction order: the first forward is bit-identical on the
-CPUs measured, the first backward is not (the first conv's weight gradient sums B x H x W = 4,096 terms
+AVX2 CPUs measured (on an AVX-512 one it differs at 2e-7), the first backward is not (the first conv's weight gradient sums B x H x W = 4,096 terms
 in another order: 2e-6 relative). So one step is checked to float32 rounding and whole runs to each
 run's own rounding sensitivity, measured by its batch-permuted twins: tolerances derived from the
 computation (tests/empirical/rounding.py), not a constant that happens to pass on one CPU.
@@ -34,6 +34,7 @@ from tests.empirical.rounding import (
     one_step_rtol,
     relative_gap,
     train_reference,
+    widened_by,
 )
 
 LR = 0.002
@@ -127,9 +128,17 @@ def test_packed_runs_write_the_runs_of_unpacked_training(solo_runs, tiny_config,
 
 def test_a_diverging_run_leaves_the_pack_and_the_others_go_on(tiny_config):
     """alpha = 1000 puts the weight norm above max_weight_norm: that run stops at the first check
-    (the end of epoch 1), exactly as alone; its pack-mate trains on to the end, exactly as alone."""
+    (the end of epoch 1), exactly as alone; its pack-mate trains on to the end as it would beside a
+    mate that does not diverge (alpha 2): within its rounding sensitivity of the run alone, and of
+    the run packed with the benign mate (``widened_by``)."""
     pair = [(1.0, 0), (1000.0, 0)]
     reference = train_reference(tiny_config(alpha=1.0, seed=0, lr=LR, max_weight_norm=500.0))
+    benign = train_packed(
+        [
+            tiny_config(alpha=a, seed=s, lr=LR, max_weight_norm=500.0)
+            for a, s in [(1.0, 0), (2.0, 0)]
+        ]
+    )
     solo = [
         reference.result,
         train(tiny_config(alpha=1000.0, seed=0, lr=LR, max_weight_norm=500.0)),
@@ -145,7 +154,7 @@ def test_a_diverging_run_leaves_the_pack_and_the_others_go_on(tiny_config):
             a.diverged_step,
             a.epochs_run,
         )
-    assert_same_run(reference, packed[0].run_dir)
+    assert_same_run(widened_by(reference, benign[0].run_dir), packed[0].run_dir)
 
 
 def test_a_pack_whose_runs_all_diverge_at_one_step_ends_them_as_alone(tiny_config):
