@@ -120,12 +120,20 @@ def train_reference(config) -> Reference:
         with permuted_batches(twin):
             twins.append(train(config.replace(out_dir=f"{config.out_dir}-twin{twin}")))
         twin_numbers.append(run_numbers(twins[-1].run_dir))
+    return Reference(result, twins, numbers, tolerances(numbers, twin_numbers))
+
+
+def tolerances(numbers: dict[str, np.ndarray], others: list[dict]) -> dict[str, float]:
+    """The tolerance of every number of a run, from the other computations of it in ``others``
+    (the module docstring's rule): counts equal; accuracies and predictions as far apart as the
+    farthest other; every other number ``SENSITIVITY_FACTOR`` times that, at least the one-step
+    tolerance."""
     tolerance = {}
     for key, value in numbers.items():
-        if key.startswith("pred:"):  # how many predictions a twin changed
-            tolerance[key] = max(int(np.sum(t[key] != value)) for t in twin_numbers)
+        if key.startswith("pred:"):  # how many predictions another computation changed
+            tolerance[key] = max(int(np.sum(t[key] != value)) for t in others)
             continue
-        gap = max(float(np.max(np.abs(t[key] - value), initial=0.0)) for t in twin_numbers)
+        gap = max(float(np.max(np.abs(t[key] - value), initial=0.0)) for t in others)
         if _field(key) in EQUAL_KEYS:
             tolerance[key] = 0.0
         elif _field(key) in ACCURACY_KEYS:
@@ -133,12 +141,11 @@ def train_reference(config) -> Reference:
         else:
             scale = float(np.max(np.abs(value), initial=0.0))
             tolerance[key] = max(ATOL, ONE_STEP_RTOL * scale, SENSITIVITY_FACTOR * gap)
-    return Reference(result, twins, numbers, tolerance)
+    return tolerance
 
 
 def widened_by(reference: Reference, other_dir) -> Reference:
-    """``reference`` with every tolerance at least ``SENSITIVITY_FACTOR`` times the gap between it
-    and the run in ``other_dir`` (predictions: at least the count that run changed).
+    """``reference`` with the run in ``other_dir`` counted as one more twin (:func:`tolerances`).
 
     For a test whose subject is not packing's rounding but what else a pack may change (a pack-mate
     that diverges): ``other_dir`` holds the same run packed with a benign mate, so the tolerance
@@ -146,14 +153,8 @@ def widened_by(reference: Reference, other_dir) -> Reference:
     packed first forward is not bit-identical there, and a near-tie at a ReLU or max-pool then
     switches: 1% of ``dist_from_init`` after 4 steps, against 3e-7 between twins; docs/run-format.md,
     "Packed runs")."""
-    other = run_numbers(other_dir)
-    tolerance = dict(reference.tolerance)
-    for key, value in reference.numbers.items():
-        if key.startswith("pred:"):
-            tolerance[key] = max(tolerance[key], int(np.sum(other[key] != value)))
-        elif _field(key) not in EQUAL_KEYS and not np.all(np.isnan(value)):
-            gap = float(np.max(np.abs(other[key] - value), initial=0.0))
-            tolerance[key] = max(tolerance[key], SENSITIVITY_FACTOR * gap)
+    others = [run_numbers(t.run_dir) for t in reference.twins] + [run_numbers(other_dir)]
+    tolerance = tolerances(reference.numbers, others)
     return Reference(reference.result, reference.twins, reference.numbers, tolerance)
 
 

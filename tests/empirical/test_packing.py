@@ -2,8 +2,8 @@
 
 What equality holds (docs/run-format.md, "Packed runs", has the measurements). Packed and unpacked
 training are the same arithmetic in another reduction order: the first forward is bit-identical on the
-AVX2 CPUs measured (on an AVX-512 one it differs at 2e-7), the first backward is not (the first conv's weight gradient sums B x H x W = 4,096 terms
-in another order: 2e-6 relative). So one step is checked to float32 rounding and whole runs to each
+AVX2 CPUs measured (on an AVX-512 one it differs at 2e-7), the first backward is not (the first conv's
+weight gradient sums B x H x W = 4,096 terms in another order: 2e-6 relative). So one step is checked to float32 rounding and whole runs to each
 run's own rounding sensitivity, measured by its batch-permuted twins: tolerances derived from the
 computation (tests/empirical/rounding.py), not a constant that happens to pass on one CPU.
 """
