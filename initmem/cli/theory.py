@@ -282,7 +282,8 @@ def format_groups(predictions) -> str:
         )
     lines.append(
         "memory: |m| / |f0| of the NTK memory term on the probe images (the part of the initial "
-        "function the kernel cannot reach); never: no decay erases it"
+        "function the kernel cannot reach); inf: not reached (no decay erases it, or the "
+        "schedule ends first: the mechanism table above says which)"
     )
     return "\n".join(lines)
 
@@ -352,10 +353,12 @@ def format_from_run(measured) -> str:
 
 
 def _num(value: float, *, percent: bool = False) -> str:
+    """A number for a table cell: "-" for none, "inf" for a time that is not reached (the row's
+    verdict says whether never or not within the run)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if math.isinf(value):
-        return "never"
+        return "inf"
     return f"{100 * value:.1f}%" if percent else f"{value:.3g}"
 
 
@@ -370,28 +373,37 @@ def format_report(config, report, notes: list[str]) -> str:
         f"|ln(eff_lr(alpha) / eff_lr(1))| <= {report.assumptions['tol']:.3g}; BN-conv fan-ins "
         f"{report.assumptions['fan_ins']} (each mechanism: its slowest layer)",
         "",
-        f"{'mechanism':<16}{'acts':<6}{'steps':>10}{'epochs':>10}{'left at end':>13}  formula",
+        f"{'mechanism':<16}{'acts':<6}{'steps':>10}{'epochs':>10}{'left at end':>13}  "
+        "verdict; formula",
     ]
     for row in report.table.to_dict("records"):
         lines.append(
             f"{row['mechanism']:<16}{'yes' if row['acts'] else 'no':<6}{_num(row['steps']):>10}"
             f"{_num(row['epochs']):>10}{_num(row['memory_left'], percent=True):>13}  "
-            f"{row['formula']}"
+            f"{row['verdict']}; {row['formula']}"
         )
+    time = (
+        f"{_num(report.steps)} steps ({_num(report.epochs)} epochs)"
+        if math.isfinite(report.steps)
+        else report.verdict
+    )
     lines += [
         "",
-        f"dominant: {report.dominant}",
-        f"predicted forgetting time ({report.assumptions['forgetting']}): {_num(report.steps)} "
-        f"steps ({_num(report.epochs)} epochs)",
+        f"dominant (shortest forgetting time): {report.dominant}",
+        f"predicted forgetting time ({report.assumptions['forgetting']}): {time}",
     ]
     if report.accumulated is not None:
         lines.append(format_accumulated(config.optimizer, report.accumulated))
-    lines += ["", f"{'parameter group':<18}{'rank':>5}{'steps':>10}{'epochs':>10}  law or reason"]
+    lines += [
+        "",
+        f"{'parameter group':<18}{'rank':>5}{'steps':>10}{'epochs':>10}  verdict; law or reason",
+    ]
     for row in report.groups.to_dict("records"):
         rank = f"{row['rank']:.0f}" if row["prediction"] else "-"
+        verdict = f"{row['verdict']}; " if row["prediction"] else ""
         lines.append(
             f"{row['group']:<18}{rank:>5}{_num(row['steps']):>10}{_num(row['epochs']):>10}  "
-            f"{row['formula']}"
+            f"{verdict}{row['formula']}"
         )
     lines.append(f"forgets last: {report.forgets_last}")
     lines.append(
