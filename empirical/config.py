@@ -102,7 +102,7 @@ class RunConfig:
     ``betas`` and ``eps`` for Adam-family and RMSprop (``betas[1]`` is RMSprop's smoothing constant).
 
     Schedule: ``schedule`` in :data:`SCHEDULES` over the whole run, ``warmup_epochs`` of linear warmup,
-    ``step_milestones`` (epochs) and ``step_gamma`` for the step schedule. Length: ``epochs``, or
+    ``milestone_epochs`` (epochs from the start of the run) and ``step_gamma`` for the step schedule. Length: ``epochs``, or
     ``steps`` (optimizer steps; overrides ``epochs`` when set). One epoch is ``train_size // batch_size``
     steps (the last partial batch is dropped).
 
@@ -144,7 +144,7 @@ class RunConfig:
     steps: int | None = None
     schedule: str = "constant"
     warmup_epochs: float = 0.0
-    step_milestones: tuple[int, ...] = ()
+    milestone_epochs: tuple[int, ...] = ()
     step_gamma: float = 0.1
     augment: bool = True
     seed: int = 0
@@ -249,7 +249,7 @@ class RunConfig:
             self.steps_per_epoch,
             self.schedule,
             warmup_epochs=self.warmup_epochs,
-            step_milestones=self.step_milestones,
+            milestone_epochs=self.milestone_epochs,
             step_gamma=self.step_gamma,
         )
 
@@ -357,13 +357,13 @@ class RunConfig:
                 self.total_steps / self.steps_per_epoch,
                 self.schedule,
                 self.warmup_epochs,
-                self.step_milestones,
+                self.milestone_epochs,
             )
         except ValueError as err:
             raise ConfigError(" ".join(str(err).split())) from None
-        if self.step_milestones and self.schedule != "step":
+        if self.milestone_epochs and self.schedule != "step":
             raise ConfigError(
-                f"step_milestones {list(self.step_milestones)} need schedule = 'step' "
+                f"milestone_epochs {list(self.milestone_epochs)} need schedule = 'step' "
                 f"(got schedule = {self.schedule!r}); set schedule = 'step' or drop the milestones"
             )
         return self

@@ -97,12 +97,12 @@ def check_schedule(
     epochs: float,
     schedule: str = "constant",
     warmup_epochs: float = 0.0,
-    step_milestones=(),
+    milestone_epochs=(),
 ) -> None:
     """Check a schedule against the run's length in epochs (fractional when given in steps).
 
     ``schedule`` must be one of :data:`SCHEDULES`; ``warmup_epochs`` in ``[0, epochs]`` (a longer
-    warmup never reaches the full ``lr``); ``step_milestones`` positive epochs. Raises ValueError
+    warmup never reaches the full ``lr``); ``milestone_epochs`` positive epochs. Raises ValueError
     naming the field and its allowed range. ``RunConfig`` and :func:`lr_multipliers` call it.
     """
     if not (isinstance(epochs, (int, float, np.integer, np.floating)) and epochs > 0):
@@ -114,8 +114,8 @@ def check_schedule(
             f"warmup_epochs must be in [0, {epochs:g}] (the run's epochs; a longer warmup never "
             f"reaches the full lr) (got {warmup_epochs!r})"
         )
-    if any(not (math.isfinite(m) and m > 0) for m in step_milestones):
-        raise ValueError(f"step_milestones must be positive epochs (got {list(step_milestones)})")
+    if any(not (math.isfinite(m) and m > 0) for m in milestone_epochs):
+        raise ValueError(f"milestone_epochs must be positive epochs (got {list(milestone_epochs)})")
 
 
 #: The longest schedule expanded per step (a bound set before allocating: 8 bytes per step and
@@ -129,7 +129,7 @@ def lr_multipliers(
     schedule: str = "constant",
     *,
     warmup_epochs: float = 0.0,
-    step_milestones=(),
+    milestone_epochs=(),
     step_gamma: float = 0.1,
 ) -> np.ndarray:
     """Per-step factors multiplying ``lr`` (length ``total_steps``), the trainer's schedule.
@@ -142,7 +142,7 @@ def lr_multipliers(
     for name, value in (("total_steps", total_steps), ("steps_per_epoch", steps_per_epoch)):
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer (got {value!r})")
-    check_schedule(total_steps / steps_per_epoch, schedule, warmup_epochs, step_milestones)
+    check_schedule(total_steps / steps_per_epoch, schedule, warmup_epochs, milestone_epochs)
     if not 0 < step_gamma <= 1:
         raise ValueError(f"step_gamma must satisfy 0 < step_gamma <= 1 (got {step_gamma!r})")
     if total_steps > MAX_SCHEDULE_STEPS:
@@ -156,7 +156,7 @@ def lr_multipliers(
     if schedule == "constant":
         factors = np.ones(len(steps))
     elif schedule == "step":
-        milestones = np.asarray(step_milestones, dtype=np.float64) * steps_per_epoch
+        milestones = np.asarray(milestone_epochs, dtype=np.float64) * steps_per_epoch
         passed = (steps[:, None] >= milestones[None, :]).sum(axis=1)
         factors = step_gamma**passed
     else:

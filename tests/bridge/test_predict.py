@@ -36,7 +36,7 @@ BASE = dict(dataset="synthetic", train_size=1280, val_size=1000, batch_size=32, 
     [
         dict(optimizer="sgd", lr=0.1, weight_decay=5e-4),
         dict(optimizer="sgd", lr=0.1, momentum=0.9, l2=5e-4, schedule="cosine", warmup_epochs=1),
-        dict(optimizer="sgd", lr=0.1, l2=1e-3, schedule="step", step_milestones=(3, 6)),
+        dict(optimizer="sgd", lr=0.1, l2=1e-3, schedule="step", milestone_epochs=(3, 6)),
         dict(optimizer="adam", lr=1e-3, weight_decay=1e-2),
         dict(optimizer="rmsprop", lr=1e-3, momentum=0.5, l2=1e-4),
     ],

@@ -348,8 +348,8 @@ def test_adam_head_group_uses_law_7_where_it_applies():
 SCHEDULE_CASES = [
     ("constant", {}),
     ("constant", {"warmup_epochs": 5}),
-    ("step", {"step_milestones": (10, 25)}),
-    ("step", {"step_milestones": (15,), "warmup_epochs": 2, "step_gamma": 0.3}),
+    ("step", {"milestone_epochs": (10, 25)}),
+    ("step", {"milestone_epochs": (15,), "warmup_epochs": 2, "step_gamma": 0.3}),
     ("cosine", {}),
     ("cosine", {"warmup_epochs": 5}),
 ]

@@ -43,7 +43,7 @@ def test_cosine_sums_match_integrals():
 
 def test_explicit_is_the_log_contraction():
     """prod (1 - lr_t lambda) = exp(-explicit) up to the second-order sum of (lr_t lambda)^2 / 2."""
-    lrs = 0.05 * lr_multipliers(3000, 300, "step", step_milestones=(4, 8), step_gamma=0.2)
+    lrs = 0.05 * lr_multipliers(3000, 300, "step", milestone_epochs=(4, 8), step_gamma=0.2)
     acc = accumulated_regularization(lrs, 0.01, 128)
     log_product = float(np.sum(np.log1p(-lrs * 0.01)))
     second_order = float(np.sum((lrs * 0.01) ** 2)) / 2
@@ -54,7 +54,7 @@ def test_sgd_noise_is_the_unit_of_norm_drift():
     """SGD on a scale-invariant weight with batch-b noise: |w|^4 grows by 2 s * sgd_noise."""
     per_example, batch = 4.0, 16
     loss = ScaleInvariantLoss(dim=200, noise_sq=per_example / batch)
-    mults = lr_multipliers(3000, 100, "step", step_milestones=(10, 20), step_gamma=0.3)
+    mults = lr_multipliers(3000, 100, "step", milestone_epochs=(10, 20), step_gamma=0.3)
     traj = simulate_norms(loss, lr=0.05, steps=3000, lr_multipliers=mults, record_every=3000)
     acc = accumulated_regularization(0.05 * mults, 0.0, batch)
     growth = traj.norm_sq[0, -1] ** 2 - traj.norm_sq[0, 0] ** 2
@@ -100,7 +100,7 @@ def test_empty_schedules_and_warmup_longer_than_the_run_are_rejected():
         ((0, "constant"), "epochs"),
         ((2, "linear"), "schedule"),
         ((2, "step", -1.0), "warmup_epochs"),
-        ((2, "step", 0.0, (0,)), "step_milestones"),
+        ((2, "step", 0.0, (0,)), "milestone_epochs"),
     ]:
         with pytest.raises(ValueError, match=name):
             check_schedule(*args)
@@ -113,3 +113,20 @@ def test_accumulated_regularization_is_deprecated_for_the_one_definition():
         warnings.simplefilter("error")
         with pytest.raises(DeprecationWarning, match="units.accumulated_units"):
             accumulated_regularization([0.1] * 4, 0.01, 8)
+
+
+def test_theory_and_config_name_the_same_optimizers_and_schedules():
+    """One list each: the optimizers and schedules the theory covers are exactly the ones a
+    RunConfig accepts (same names, same order), and every theory entry point refuses any other."""
+    from initmem.empirical import config
+    from initmem.theory import checks, normalized, schedule
+
+    assert checks.OPTIMIZERS == normalized.OPTIMIZERS == config.OPTIMIZERS
+    assert schedule.SCHEDULES == config.SCHEDULES
+    for name in config.OPTIMIZERS:
+        assert checks.check_optimizer(name) == name
+    for bad in ("SGD", "Adam", "nadam", "lion", None):
+        with pytest.raises(ValueError, match="optimizer must be one of"):
+            checks.check_optimizer(bad)
+    for name in config.SCHEDULES:
+        assert len(lr_multipliers(100, 10, name, milestone_epochs=(5,) * (name == "step"))) == 100
