@@ -28,6 +28,16 @@ __all__ = [
 ]
 
 
+def _as_float64(name: str, value) -> np.ndarray:
+    """``value`` as a float64 array, or ValueError naming ``name``."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a number or an array of numbers (got {value!r})"
+        ) from None
+
+
 def check_number(
     name: str,
     value,
@@ -42,12 +52,7 @@ def check_number(
     ``strict=True`` excludes ``low`` itself (``(low, high)``). Arrays must hold at least one entry
     unless ``nonempty=False``. Returns a float for a scalar input, else the float64 array.
     """
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be a number or an array of numbers (got {value!r})"
-        ) from None
+    arr = _as_float64(name, value)
     if nonempty and arr.size == 0:
         raise ValueError(f"{name} must not be empty (got {value!r})")
     bad = ~np.isfinite(arr) | (arr <= low if strict else arr < low) | (arr >= high)
@@ -99,12 +104,7 @@ def check_memory(name: str, memory):
     """A memory value or array (1 at init, 0 forgotten; signed): finite. NaN raises ValueError
     naming the field: a NaN memory is neither forgotten nor kept, so it is never compared with a
     level. Returns a float for a scalar input, else the float64 array."""
-    try:
-        arr = np.asarray(memory, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be a number or an array of numbers (got {memory!r})"
-        ) from None
+    arr = _as_float64(name, memory)
     if not np.all(np.isfinite(arr)):
         raise ValueError(
             f"{name} must be finite (got {memory!r}): a NaN or infinite memory is neither "
