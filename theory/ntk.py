@@ -71,6 +71,7 @@ __all__ = [
     "ForgettingTimes",
     "Gaussian",
     "LazyForgetting",
+    "homogeneity_degree",
     "lazy_forgetting",
     "forgetting_times",
     "gradient_descent_mse",
@@ -745,3 +746,23 @@ def lazy_forgetting(
     reached = np.flatnonzero(total >= needed)
     steps = float(reached[0] + 1) if reached.size else math.inf
     return LazyForgetting(steps, float(np.exp(-total[-1])), e_fold, rate == 0, formula)
+
+
+def homogeneity_degree(f0, jtheta0) -> float:
+    """The ``depth`` of (L1) for any network: ``<J theta_0, f_0> / |f_0|^2`` over the outputs given.
+
+    Euler's identity (derived here, as (L1)): a network positively homogeneous of degree ``L`` in
+    the decayed weights has ``J(x) theta_0 = L f_0(x)`` exactly (``L`` weight layers of a bias-free
+    ReLU MLP), so this returns ``L``. For any other network the decay ``theta -> c theta`` changes
+    the outputs by ``(c - 1) J theta_0`` to first order, and this least-squares ratio is the rate,
+    per unit of ``-ln c``, at which it scales ``f_0``: the effective degree to pass to
+    :func:`lazy_forgetting`. ``f0``, ``jtheta0``: the outputs and their parameter-carried part
+    (:func:`initmem.theory.empirical_kernels.init_outputs`, with only the decayed parameters
+    trainable), the same shape; NaN when ``f0`` is zero.
+    """
+    f = _array("f0", f0, (1, 2))
+    u = _array("jtheta0", jtheta0, (1, 2))
+    if u.shape != f.shape:
+        raise ValueError(f"jtheta0 must have the shape of f0 {f.shape}, got {u.shape}")
+    norm_sq = float(np.sum(f * f))
+    return math.nan if norm_sq == 0 else float(np.sum(u * f)) / norm_sq

@@ -135,3 +135,29 @@ def test_lazy_forgetting_never_and_no_closed_form():
     for kwargs, name in (({"depth": 0}, "depth"), ({"depth": 2, "optimizer": "SGD"}, "optimizer")):
         with pytest.raises(ValueError, match=name):
             lazy_forgetting(1e-2, **kwargs)
+
+
+def test_homogeneity_degree_is_the_depth_by_eulers_identity():
+    """Bias-free ReLU MLPs of 2 and 3 layers (torch, float64): the degree from their outputs and
+    J theta_0 (init_outputs) is the depth to 1e-10; biases (degree 1 and 2 parts mixed) make it
+    fractional."""
+    from torch import nn
+
+    from initmem.theory.empirical_kernels import init_outputs
+    from initmem.theory.ntk import homogeneity_degree
+
+    torch.manual_seed(0)
+    x = torch.randn(8, 5, dtype=torch.float64)
+    for depth in (2, 3):
+        layers = []
+        for i in range(depth):
+            layers.append(nn.Linear(5 if i == 0 else 64, 1 if i == depth - 1 else 64, bias=False))
+            if i < depth - 1:
+                layers.append(nn.ReLU())
+        net = nn.Sequential(*layers).double()
+        f0, jtheta0 = init_outputs(net, x)
+        assert homogeneity_degree(f0, jtheta0) == pytest.approx(depth, abs=1e-10)
+    biased = nn.Sequential(nn.Linear(5, 64), nn.ReLU(), nn.Linear(64, 1)).double()
+    degree = homogeneity_degree(*init_outputs(biased, x))
+    assert math.isfinite(degree) and abs(degree - round(degree)) > 1e-3
+    assert math.isnan(homogeneity_degree(np.zeros(3), np.zeros(3)))
