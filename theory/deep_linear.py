@@ -67,7 +67,7 @@ class ForgettingTime:
     """A forgetting time (shrink by a factor e) in optimizer steps and in continuous time lr * t."""
 
     steps: float
-    continuous_time: float
+    lr_time: float
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,15 +203,15 @@ def balance_after_step(balances, gradients, lr: float, l2: float = 0.0) -> list[
     return out
 
 
-def balance_under_l2(balances, l2: float, time: float) -> list[np.ndarray]:
+def balance_under_l2(balances, l2: float, lr_time: float) -> list[np.ndarray]:
     """D_l(t) = exp(-2 lambda t) D_l(0) under gradient flow with L2, t in continuous time lr * steps.
 
     Exact for gradient flow (module docstring); discrete GD adds the lr^2 term of
     ``balance_after_step``, an O(lr) correction at fixed continuous time.
     """
     l2 = check_number("l2", l2)
-    time = check_number("time", time)
-    return [math.exp(-2.0 * l2 * time) * np.asarray(D, dtype=np.float64) for D in balances]
+    lr_time = check_number("lr_time", lr_time)
+    return [math.exp(-2.0 * l2 * lr_time) * np.asarray(D, dtype=np.float64) for D in balances]
 
 
 def balance_forgetting_time(lr: float, l2: float) -> ForgettingTime:
@@ -224,12 +224,12 @@ def balance_forgetting_time(lr: float, l2: float) -> ForgettingTime:
     lr = check_number("lr", lr, strict=True)
     l2 = check_number("l2", l2)
     if l2 == 0.0:
-        return ForgettingTime(steps=math.inf, continuous_time=math.inf)
+        return ForgettingTime(steps=math.inf, lr_time=math.inf)
     if lr * l2 >= 1.0:
         raise ValueError(f"lr * l2 must be < 1 for a contraction, got {lr * l2}")
     return ForgettingTime(
         steps=-1.0 / (2.0 * math.log1p(-lr * l2)),
-        continuous_time=1.0 / (2.0 * l2),
+        lr_time=1.0 / (2.0 * l2),
     )
 
 
@@ -306,7 +306,7 @@ def _phi(x: np.ndarray) -> np.ndarray:
     return np.where(x == 0.0, 1.0, -np.expm1(-safe) / safe)
 
 
-def saxe_mode_strength(time, signal: float, u0: float, l2: float = 0.0) -> np.ndarray:
+def saxe_mode_strength(lr_time, signal: float, u0: float, l2: float = 0.0) -> np.ndarray:
     """Strength u(t) of one input-output mode of a two-layer linear net from a balanced init.
 
     Setting (Saxe, McClelland and Ganguli, ICLR 2014): whitened inputs (Sxx = I), Syx = U diag(s)
@@ -317,20 +317,20 @@ def saxe_mode_strength(time, signal: float, u0: float, l2: float = 0.0) -> np.nd
         u(t) = s' e^{2 s' t} / (e^{2 s' t} - 1 + s' / u0) = u0 / (e^{-2 s' t} + 2 u0 t phi(2 s' t)),
 
     phi(x) = (1 - e^{-x}) / x (the second form is used: finite for s' <= 0 too, and for s' = 0 it is
-    the zero-signal law u0 / (1 + 2 u0 t)). ``time`` in continuous time lr * steps; u0 > 0.
+    the zero-signal law u0 / (1 + 2 u0 t)). ``lr_time`` in continuous time lr * steps; u0 > 0.
     """
     u0 = check_number("u0", u0, strict=True)
     signal = float(signal)
     if not math.isfinite(signal):
         raise ValueError(f"signal must be finite, got {signal!r}")
     l2 = check_number("l2", l2)
-    time = np.asarray(time, dtype=np.float64)
-    if np.any(time < 0) or not np.all(np.isfinite(time)):
-        raise ValueError("time must be finite and >= 0 (continuous time lr * steps)")
+    lr_time = np.asarray(lr_time, dtype=np.float64)
+    if np.any(lr_time < 0) or not np.all(np.isfinite(lr_time)):
+        raise ValueError("lr_time must be finite and >= 0 (continuous time lr * steps)")
     s_eff = signal - l2
-    x = 2.0 * s_eff * time
+    x = 2.0 * s_eff * lr_time
     with np.errstate(over="ignore"):
-        return u0 / (np.exp(-x) + 2.0 * u0 * time * _phi(x))
+        return u0 / (np.exp(-x) + 2.0 * u0 * lr_time * _phi(x))
 
 
 def saxe_learning_time(signal: float, u0: float, fraction: float = 0.5, l2: float = 0.0) -> float:
@@ -358,7 +358,7 @@ def saxe_learning_time(signal: float, u0: float, fraction: float = 0.5, l2: floa
     return math.log(u_final * (s_eff - u0) / (u0 * (s_eff - u_final))) / (2.0 * s_eff)
 
 
-def zero_signal_mode_strength(time, u0: float, imbalance: float = 0.0) -> np.ndarray:
+def zero_signal_mode_strength(lr_time, u0: float, imbalance: float = 0.0) -> np.ndarray:
     """Strength u(t) = a b of a mode with no signal (s = 0), from any init, without weight decay.
 
     da/dt = -b (a b), db/dt = -a (a b) conserve c = a^2 - b^2 (the mode's balance, the ``imbalance``),
@@ -370,7 +370,7 @@ def zero_signal_mode_strength(time, u0: float, imbalance: float = 0.0) -> np.nda
     Balanced: algebraic decay, forgetting u0 only as 1/(2t) (slowly: on (e - 1) / (2 u0) time units,
     ~ 1/alpha^2). Unbalanced: exponential decay at rate |c| at late times, while c itself is never
     forgotten: the larger factor tends to sqrt(|c|) and keeps the init's imbalance forever. Any
-    sign of u0 (u(t) keeps it). ``time`` in continuous time lr * steps.
+    sign of u0 (u(t) keeps it). ``lr_time`` in continuous time lr * steps.
     """
     u0 = float(u0)
     if not math.isfinite(u0):
@@ -378,16 +378,18 @@ def zero_signal_mode_strength(time, u0: float, imbalance: float = 0.0) -> np.nda
     imbalance = float(imbalance)
     if not math.isfinite(imbalance):
         raise ValueError(f"imbalance must be finite, got {imbalance!r}")
-    time = np.asarray(time, dtype=np.float64)
-    if np.any(time < 0) or not np.all(np.isfinite(time)):
-        raise ValueError("time must be finite and >= 0 (continuous time lr * steps)")
+    lr_time = np.asarray(lr_time, dtype=np.float64)
+    if np.any(lr_time < 0) or not np.all(np.isfinite(lr_time)):
+        raise ValueError("lr_time must be finite and >= 0 (continuous time lr * steps)")
     if u0 == 0.0:
-        return np.zeros_like(time)
+        return np.zeros_like(lr_time)
     c, size = abs(imbalance), abs(u0)
     if c == 0.0:
-        return math.copysign(1.0, u0) * size / (1.0 + 2.0 * size * time)
+        return math.copysign(1.0, u0) * size / (1.0 + 2.0 * size * lr_time)
     with np.errstate(over="ignore"):
-        return math.copysign(1.0, u0) * c / (2.0 * np.sinh(math.asinh(c / (2.0 * size)) + c * time))
+        return (
+            math.copysign(1.0, u0) * c / (2.0 * np.sinh(math.asinh(c / (2.0 * size)) + c * lr_time))
+        )
 
 
 def zero_signal_forgetting_time(u0: float, imbalance: float = 0.0) -> float:

@@ -336,7 +336,7 @@ def forgetting_table(
     """One row per eigendirection: eigenvalue, spectral radius, forgetting times (steps and lr * t).
 
     Columns: ``eigenvalue``, ``spectral_radius``, ``forgetting_steps`` (exact, discrete),
-    ``flow_forgetting_steps`` (gradient-flow limit), ``forgetting_time`` and ``flow_forgetting_time``
+    ``flow_forgetting_steps`` (gradient-flow limit), ``forgetting_lr_time`` and ``flow_forgetting_lr_time``
     (the same in continuous time lr * steps).
     """
     h = _as_eigenvalues(eigenvalues)
@@ -349,8 +349,8 @@ def forgetting_table(
             "spectral_radius": np.exp(pipeline.log_spectral_radius(h)),
             "forgetting_steps": steps,
             "flow_forgetting_steps": flow_steps,
-            "forgetting_time": lr * steps,
-            "flow_forgetting_time": lr * flow_steps,
+            "forgetting_lr_time": lr * steps,
+            "flow_forgetting_lr_time": lr * flow_steps,
         }
     )
 

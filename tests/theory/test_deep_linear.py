@@ -136,9 +136,9 @@ def test_l2_shrinks_balance_as_exp_minus_2_lambda_t():
     # forgetting time of the balance: shrink by e
     lr = 1e-3
     tau = dl.balance_forgetting_time(lr, l2)
-    assert tau.continuous_time == pytest.approx(1 / (2 * l2), rel=1e-14)
+    assert tau.lr_time == pytest.approx(1 / (2 * l2), rel=1e-14)
     assert tau.steps == pytest.approx(-1 / (2 * math.log(1 - lr * l2)), rel=1e-12)
-    assert lr * tau.steps == pytest.approx(tau.continuous_time, rel=lr * l2)
+    assert lr * tau.steps == pytest.approx(tau.lr_time, rel=lr * l2)
     assert math.isinf(dl.balance_forgetting_time(lr, 0.0).steps)
 
 

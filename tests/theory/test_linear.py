@@ -368,10 +368,10 @@ def test_eigenvalues_from_data_matrix_and_table():
         "spectral_radius",
         "forgetting_steps",
         "flow_forgetting_steps",
-        "forgetting_time",
-        "flow_forgetting_time",
+        "forgetting_lr_time",
+        "flow_forgetting_lr_time",
     ]
-    np.testing.assert_allclose(table.forgetting_time, 0.3 * table.forgetting_steps)
+    np.testing.assert_allclose(table.forgetting_lr_time, 0.3 * table.forgetting_steps)
     lr_max = linear.max_stable_lr(X, 0.01, 0.5)
     assert np.all(linear.spectral_radii(X, lr_max, 0.01, 0.5) <= 1 + 1e-12)
     assert linear.spectral_radii(X, 1.01 * lr_max, 0.01, 0.5).max() > 1
