@@ -296,7 +296,7 @@ def flow_forgetting_times(
 ) -> np.ndarray:
     """Gradient-flow limit of the forgetting times, in steps: 1 / (lr r), r = (h + lambda)/(1 - mu) + lambda_d.
 
-    The limit lr -> 0 of ``forgetting_times`` (resp. ``forgetting_times_decoupled``) at fixed
+    The limit lr -> 0 of ``forgetting_times`` (coupled ``l2``, decoupled ``weight_decay``) at fixed
     continuous time lr * t: the dominant root is 1 - lr r + O(lr^2) (module docstring), so the
     discrete time differs from this by a relative O(lr r) without momentum. With momentum the limit
     is reached only in the overdamped regime lr (h + lambda) << (1 - sqrt(mu))^2, with a relative
