@@ -125,6 +125,22 @@ def unit_increments(
     return out
 
 
+def update_contraction(
+    lr: float, *, optimizer: str, momentum: float = 0.0, l2: float = 0.0, weight_decay: float = 0.0
+) -> float:
+    """The contraction ``c`` of the update form ``w' = c w - lr u`` in which the trainer logs a
+    scale-invariant weight's update (identity (2) of :mod:`initmem.theory.normalized`; derived
+    here): ``1 - lr (l2 / (1 - momentum) + weight_decay)`` for SGD (coupled L2 rides the heavy-ball
+    buffer, so its long-run decay is taken out and ``u`` is, up to the buffer's transient, the
+    gradient part), ``1 - lr weight_decay`` for Adam, AdamW and RMSprop (their coupled L2 passes
+    through the preconditioner and stays in ``u``). Dimensionless."""
+    check_number("lr", lr)
+    check_momentum(momentum)
+    if optimizer == "sgd":
+        return 1.0 - lr * (l2 / (1.0 - momentum) + weight_decay)
+    return 1.0 - lr * weight_decay
+
+
 def noise_unit(optimizer: str) -> str:
     """The noise unit that ``accumulated`` adds to ``explicit`` for ``optimizer``: ``"adam"``
     (fixed-size steps, :data:`ADAPTIVE`) or ``"sgd_noise"``."""
@@ -204,4 +220,5 @@ __all__ = [
     "inv_init_sq_per_coord",
     "noise_unit",
     "unit_increments",
+    "update_contraction",
 ]
