@@ -6,13 +6,17 @@ Three kinds of prediction, all in optimizer steps:
   sums of :func:`initmem.theory.units.unit_increments` (the one definition) over the run's own per-step
   schedule (:func:`initmem.theory.schedule.lr_multipliers`, as the trainer applies it), in the
   candidate units of forgetting of :data:`UNITS`.
-* **Normalized-weight laws** (:func:`predicted_memory_curves`): the norm memory that
-  :mod:`initmem.theory.normalized` predicts for every scaled BN-followed conv, with the gradient scale
-  ``G`` (the squared loss gradient at unit weight norm, ``|g|^2 |w|^2``) taken per evaluation interval
-  from the pipeline's own logged ``grad_sq_sum`` (mean over its runs: the laws assume ``G`` does not
-  depend on alpha). The predicted forgetting time is fitted from that curve on the logged steps exactly
-  as the measured one is (:func:`initmem.bridge.fits.fit_decay_time`), so the two are the same
-  statistic.
+* **Normalized-weight laws** (:func:`predicted_memory_curves`): every run's ``|w|^2`` per
+  scale-invariant layer integrated by :func:`law_norm_sq` from the run's own init norm, per-step lr,
+  decay and the statistics it logged per layer and step (``G = |g|^2 |w|^2``, the update form
+  ``|u|^2`` and ``<w, u>``, Adam's preconditioned gradient: :data:`LAW_FORMS`), never a pipeline's
+  mean: ``G`` depends on alpha wherever alpha scales the BN gains or the head (with ``alpha_groups
+  = ["all"]`` the alpha = 8 run's G is ~8^4 times the alpha = 1 run's early on). The norm memory
+  is then computed from the laws' norms exactly as from the logged ones
+  (:func:`~initmem.empirical.curves.norm_memory_curves`), and its forgetting time fitted as the
+  measured one is (:func:`initmem.bridge.fits.fit_decay_time`). Each law's closure on the run's own
+  logged ``|w|^2`` is stated per form (:data:`LAW_TOLERANCE`), and every prediction names its
+  source (``g_source``).
 * **The exact one-step identity** (:func:`identity_check`): for SGD without momentum and a
   scale-invariant weight, ``|w'|^2 = (1 - lr (l2 + wd))^2 |w|^2 + lr^2 |g|^2`` every step
   (:func:`initmem.theory.normalized.sgd_norm_sq_after_step`), so between two evaluations

@@ -871,8 +871,9 @@ class IntervalStats:
         1 - lr_t (l2 + weight_decay): the decay product of the squared norm, and (when ``grads``,
         the loss gradients before L2, are given) per layer |g_t|^2 into the sums and the discounted
         drift ``d <- c_t^2 d + lr_t^2 |g_t|^2``; with ``params`` (the weights before the step) also
-        the gradient scale ``|g_t|^2 |w_t|^2`` (``G_t``, alpha-free direction by direction for a
-        scale-invariant weight: ``theory.normalized`` (1))."""
+        the gradient scale ``|g_t|^2 |w_t|^2`` (``G_t``: for a scale-invariant weight a function of its
+        direction and of the other parameters, the BN gains and the head that alpha may scale too;
+        ``theory.normalized`` (1))."""
         self.norm_sq_decay *= decay * decay
         if grads is None:
             return
