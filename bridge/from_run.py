@@ -163,11 +163,14 @@ def run_prediction(run_dir: str | Path, reference: str | Path | None = None) -> 
     layers = tables.load_layers(runs)
     if layers.empty or not layers["scale_invariant"].astype(bool).any():
         raise BridgeDataError(_no_law_reason(config, layers))
-    try:
-        law = predict.predicted_layers(runs, layers)
-    except BridgeDataError as err:
-        raise BridgeDataError(f"{_no_law_reason(config, layers)} ({err})") from None
-    if law.empty or law["weight_norm"].isna().all():
+    law = predict.predicted_layers(runs, layers)
+    if law.empty or law["hash"].nunique() < 2 or law["weight_norm"].isna().all():
+        for _, row in runs.iterrows():  # the reason, from the run whose log supports no law
+            mine = layers[layers["hash"] == row["hash"]]
+            try:
+                predict.law_form(predict.run_config(row), mine)
+            except BridgeDataError as err:
+                raise BridgeDataError(f"{row['run_dir']}: {err}") from None
         raise BridgeDataError(_no_law_reason(config, layers))
     measured = norm_memory_curves(runs, layers)
     predicted = norm_memory_curves(runs, law)

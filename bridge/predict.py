@@ -286,8 +286,16 @@ def predicted_layers(runs: pd.DataFrame, layers: pd.DataFrame, form: str | None 
     """:func:`run_law` for every run of ``runs``: the law's layers table (same columns as
     ``load_layers``' scale-invariant rows, plus ``law_form``, ``g_source``). Each run's law uses its
     own logged statistics and init norm: ``G`` is never shared across alphas (with ``alpha_groups
-    = ["all"]`` alpha scales the BN gains and the head too, and ``G`` with them, ~alpha^4)."""
-    out = [run_law(run, layers[layers["hash"] == run["hash"]], form) for _, run in runs.iterrows()]
+    = ["all"]`` alpha scales the BN gains and the head too, and ``G`` with them, ~alpha^4). A run
+    whose log supports no form (:func:`law_form` raises) is left out."""
+    out = []
+    for _, run in runs.iterrows():
+        try:
+            out.append(run_law(run, layers[layers["hash"] == run["hash"]], form))
+        except (
+            BridgeDataError
+        ):  # its log supports no law (law_form): left out, as a run without logs
+            continue
     out = [frame for frame in out if not frame.empty]
     return pd.concat(out, ignore_index=True) if out else layers.iloc[:0]
 

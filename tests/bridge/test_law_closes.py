@@ -144,3 +144,21 @@ def test_from_run_predicts_the_measured_memory(runs, name, capsys):
     assert prediction.config.hash in out["g_source"] and "alpha 1)" in out["g_source"]
     # the curve's first point is 1 by definition of the norm memory
     assert out["curve"][0]["predicted"] == pytest.approx(1.0)
+
+
+def test_the_form_follows_what_the_log_holds(runs):
+    """A log without the update statistics falls back to the mean-field form its log supports
+    (AdamW: adaptive; SGD: gradient), and g_source says which; Adam with coupled L2 has none."""
+    from initmem.bridge.from_run import _row, run_config
+    from initmem.bridge.measure import BridgeDataError
+
+    for name, form in (("adamw", "adaptive"), ("momentum", "gradient")):
+        run_dir = runs[name, 1.0]
+        table = prepare_runs(pd.DataFrame([_row(run_dir, run_config(run_dir))]))
+        older = load_layers(table).drop(columns=["update_sq_unit_sum", "update_radial_unit_sum"])
+        law = predict.predicted_layers(table, older)
+        assert set(law["law_form"]) == {form}
+        assert law["g_source"].iloc[0].startswith(f"{form} form")
+    config = run_config(runs["adam", 1.0]).replace(l2=0.01)
+    with pytest.raises(BridgeDataError, match="coupled L2"):
+        predict.law_form(config, older.drop(columns=["grad_sq_unit_sum"]))
