@@ -6,19 +6,8 @@ from __future__ import annotations
 import json
 import textwrap
 
-import pytest
-
 from initmem.cli import main
-from tests.empirical.test_plugins import PLUGIN
-
-
-@pytest.fixture
-def plugin_module(tmp_path, monkeypatch):
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    (folder / "initmem_law_plugin.py").write_text(PLUGIN)
-    monkeypatch.syspath_prepend(str(folder))
-    return "initmem_law_plugin"
+from tests.empirical.test_plugins import plugin_module  # noqa: F401, F811 (the fixture)
 
 
 def _train(tmp_path, name: str, alpha: float, **fields) -> str:
@@ -44,7 +33,7 @@ def _train(tmp_path, name: str, alpha: float, **fields) -> str:
     return str(out)
 
 
-def test_plugin_model_is_predicted(plugin_module, tmp_path, capsys):
+def test_plugin_model_is_predicted(plugin_module, tmp_path, capsys):  # noqa: F811
     model, data = f"{plugin_module}:small_net", f"{plugin_module}:stripes"
     fields = dict(model=model, dataset=data, alpha_groups=["scale_invariant"])
     run, ref = _train(tmp_path, "p", 4.0, **fields), _train(tmp_path, "p", 1.0, **fields)
