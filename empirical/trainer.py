@@ -59,6 +59,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from initmem.theory.units import update_contraction
+
 from .config import ConfigError, RunConfig
 from .data import DataSplits, ImageSplit, augment_batch, shared_splits
 from .models import (
@@ -665,7 +667,7 @@ class Trainer:
         set_lr(self.optimizer, lr)
         grads = [p.grad for p in self.params]
         decay = 1.0 - lr * (cfg.l2 + cfg.weight_decay)
-        self.interval.add_step(grads if cfg.track_grad_norms else None, lr, decay)
+        self.interval.add_step(grads if cfg.track_grad_norms else None, lr, decay, self.params)
         if not handles_coupled_l2(cfg):
             add_coupled_l2(self.params, grads, cfg.l2)
         if self.decoupled is not None:
@@ -673,7 +675,16 @@ class Trainer:
         self.optimizer.step()
         if self.decoupled is not None:
             self.decoupled.after_step()
-        self.interval.add_angles(self.params)
+        if cfg.track_grad_norms and cfg.optimizer != "sgd":
+            self.interval.add_preconditioned(grads, self.optimizer)
+        contraction = update_contraction(
+            lr,
+            optimizer=cfg.optimizer,
+            momentum=cfg.momentum,
+            l2=cfg.l2,
+            weight_decay=cfg.weight_decay,
+        )
+        self.interval.add_angles(self.params, lr, contraction, int(cfg.optimizer == "sgd"))
 
     def _check_divergence(self, losses: torch.Tensor, first_step: int) -> Divergence | None:
         finite = torch.isfinite(losses)
@@ -834,6 +845,11 @@ class IntervalStats:
         self.tracked_steps = 0
         self.grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
         self.lr_sq_grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.grad_sq_unit_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.precond_grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.precond_steps = 0
+        self.update_sq_unit_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.update_radial_unit_sum = torch.zeros(n, dtype=torch.float64, device=device)
         self.norm_sq_drift = torch.zeros(n, dtype=torch.float64, device=device)
         self.norm_sq_decay = 1.0
         self.start = [p.detach().clone() for p in params]
@@ -844,31 +860,78 @@ class IntervalStats:
         # the weights before the next step (== the current weights between steps: never stored)
         self.previous = [params[i].detach().clone() for i in self.angle_layers]
 
-    def add_step(self, grads: list[torch.Tensor] | None, lr: float, decay: float) -> None:
+    def add_step(
+        self,
+        grads: list[torch.Tensor] | None,
+        lr: float,
+        decay: float,
+        params: list[torch.Tensor] | None = None,
+    ) -> None:
         """One optimizer step at learning rate ``lr`` with decay factor ``decay`` = c_t =
         1 - lr_t (l2 + weight_decay): the decay product of the squared norm, and (when ``grads``,
         the loss gradients before L2, are given) per layer |g_t|^2 into the sums and the discounted
-        drift ``d <- c_t^2 d + lr_t^2 |g_t|^2``."""
+        drift ``d <- c_t^2 d + lr_t^2 |g_t|^2``; with ``params`` (the weights before the step) also
+        the gradient scale ``|g_t|^2 |w_t|^2`` (``G_t``: for a scale-invariant weight a function of its
+        direction and of the other parameters, the BN gains and the head that alpha may scale too;
+        ``theory.normalized`` (1))."""
         self.norm_sq_decay *= decay * decay
         if grads is None:
             return
         grad_sq = torch.stack(torch._foreach_norm(grads)).double().square()
         self.grad_sq_sum += grad_sq
+        if params is not None:
+            with torch.no_grad():
+                norm_sq = torch.stack(torch._foreach_norm(params)).double().square()
+            self.grad_sq_unit_sum += grad_sq * norm_sq
         self.lr_sq_grad_sq_sum += lr * lr * grad_sq
         self.norm_sq_drift.mul_(decay * decay).add_(grad_sq, alpha=lr * lr)
         self.tracked_steps += 1
 
-    def add_angles(self, params: list[torch.Tensor]) -> None:
+    def add_preconditioned(self, grads: list[torch.Tensor], optimizer) -> None:
+        """After an Adam / AdamW / RMSprop step: per layer ``sum_i (g_i / (sqrt(v_hat_i) + eps))^2``
+        (the squared preconditioned gradient, the ``|w|^2`` injection of the adaptive norm law,
+        ``theory.normalized``: ``E delta|w|^2 = lr^2 sum_i g_i^2 / v_i``), from the optimizer's
+        second moment after the step (Adam's bias-corrected ``v_hat``; RMSprop's ``square_avg``)."""
+        group = optimizer.param_groups[0]
+        eps = group["eps"]
+        values = []
+        with torch.no_grad():
+            for p, g in zip(group["params"], grads, strict=True):
+                state = optimizer.state.get(p, {})
+                if g is None or not state:
+                    values.append(torch.zeros((), dtype=torch.float64, device=p.device))
+                    continue
+                if "exp_avg_sq" in state:
+                    beta2 = group["betas"][1]
+                    step = float(state["step"])
+                    v = state["exp_avg_sq"] / (1.0 - beta2**step)
+                else:
+                    v = state["square_avg"]
+                values.append((g.double() / (v.double().sqrt() + eps)).square().sum())
+        self.precond_grad_sq_sum += torch.stack(values)
+        self.precond_steps += 1
+
+    def add_angles(
+        self, params: list[torch.Tensor], lr: float = 0.0, decay: float = 1.0, power: int = 1
+    ) -> None:
         """After a step: per measured layer the angle between its weights before and after the
         step, whole tensor and per filter (mean over filters), added to the interval's sums
-        (``theory.normalized.angular_update``'s cancellation-free form, float64)."""
+        (``theory.normalized.angular_update``'s cancellation-free form, float64). With ``lr`` > 0
+        also the update form of the step, ``w' = decay w - lr u``: ``|u|^2 |w|^(2 power)`` and
+        ``<w, u> |w|^(power - 1)``, free of the weight's scale for an update that scales as
+        ``|w|^-power`` (SGD's gradient: power 1; an adaptive update: power 0)."""
         if not self.angle_layers:
             return
         with torch.no_grad():
-            whole, per_filter = [], []
+            whole, per_filter, unit_sq, radial = [], [], [], []
             for k, i in enumerate(self.angle_layers):
                 after = params[i].detach()
                 a = self.previous[k].reshape(after.shape[0], -1).double()
+                if lr > 0:
+                    u = (decay * a - after.reshape(a.shape).double()) / lr
+                    norm_sq = (a * a).sum()
+                    unit_sq.append((u * u).sum() * norm_sq**power)
+                    radial.append((a * u).sum() * norm_sq ** ((power - 1) / 2))
                 d = after.reshape(after.shape[0], -1).double() - a
                 aa, dd, ad = (a * a).sum(1), (d * d).sum(1), (a * d).sum(1)
                 cross = (aa * dd - ad * ad).clamp_min(0.0).sqrt()
@@ -879,6 +942,9 @@ class IntervalStats:
             index = torch.tensor(self.angle_layers, device=self.angle_sum.device)
             self.angle_sum.index_add_(0, index, torch.stack(whole))
             self.filter_angle_sum.index_add_(0, index, torch.stack(per_filter))
+            if unit_sq:
+                self.update_sq_unit_sum.index_add_(0, index, torch.stack(unit_sq))
+                self.update_radial_unit_sum.index_add_(0, index, torch.stack(radial))
         self.angle_steps += 1
 
     def add_epoch(self, losses: torch.Tensor, images: int) -> None:
@@ -889,7 +955,8 @@ class IntervalStats:
     def layer_fields(self, params: list[torch.Tensor]) -> list[dict[str, float]]:
         """Per layer (in the order of ``params``, the current weights): ``update_norm`` (distance
         from the interval's start), ``grad_norm`` (RMS over the tracked steps), ``grad_sq_sum``,
-        ``lr_sq_grad_sq_sum``, ``norm_sq_drift``; NaN where no step was trained (tracked)."""
+        ``lr_sq_grad_sq_sum``, ``norm_sq_drift``, ``grad_sq_unit_sum``, ``precond_grad_sq_sum`` (adaptive
+        optimizers); NaN where no step was trained (tracked)."""
         with torch.no_grad():
             update = torch.stack(torch._foreach_norm(torch._foreach_sub(params, self.start)))
         update = update.double().cpu().numpy()
@@ -897,6 +964,11 @@ class IntervalStats:
         grad_sq = self.grad_sq_sum.cpu().numpy()
         lr_sq_grad_sq = self.lr_sq_grad_sq_sum.cpu().numpy()
         drift = self.norm_sq_drift.cpu().numpy()
+        grad_sq_unit = self.grad_sq_unit_sum.cpu().numpy()
+        precond = self.precond_grad_sq_sum.cpu().numpy()
+        preconditioned = self.precond_steps > 0
+        update_sq = self.update_sq_unit_sum.cpu().numpy()
+        update_radial = self.update_radial_unit_sum.cpu().numpy()
         nan = float("nan")
         steps = self.angle_steps
         angle = (self.angle_sum / max(steps, 1)).cpu().numpy()
@@ -909,6 +981,10 @@ class IntervalStats:
                 "grad_sq_sum": float(grad_sq[i]) if tracked else nan,
                 "lr_sq_grad_sq_sum": float(lr_sq_grad_sq[i]) if tracked else nan,
                 "norm_sq_drift": float(drift[i]) if tracked else nan,
+                "grad_sq_unit_sum": float(grad_sq_unit[i]) if tracked else nan,
+                "precond_grad_sq_sum": float(precond[i]) if preconditioned else nan,
+                "update_sq_unit_sum": float(update_sq[i]) if i in measured else nan,
+                "update_radial_unit_sum": float(update_radial[i]) if i in measured else nan,
                 "angular_update": float(angle[i]) if i in measured else nan,
                 "filter_angular_update": float(filter_angle[i]) if i in measured else nan,
             }
@@ -924,6 +1000,11 @@ class IntervalStats:
             "grad_sq_sum": self.grad_sq_sum,
             "lr_sq_grad_sq_sum": self.lr_sq_grad_sq_sum,
             "norm_sq_drift": self.norm_sq_drift,
+            "grad_sq_unit_sum": self.grad_sq_unit_sum,
+            "precond_grad_sq_sum": self.precond_grad_sq_sum,
+            "precond_steps": self.precond_steps,
+            "update_sq_unit_sum": self.update_sq_unit_sum,
+            "update_radial_unit_sum": self.update_radial_unit_sum,
             "norm_sq_decay": self.norm_sq_decay,
             "angle_sum": self.angle_sum,
             "filter_angle_sum": self.filter_angle_sum,
@@ -945,6 +1026,12 @@ class IntervalStats:
         self.previous = [params[i].detach().clone() for i in self.angle_layers]
         for key in ("loss_sum", "correct", "grad_sq_sum", "lr_sq_grad_sq_sum", "norm_sq_drift"):
             setattr(self, key, state[key].to(device))
+        if "grad_sq_unit_sum" in state:  # checkpoints written before G was logged lack it
+            self.grad_sq_unit_sum = state["grad_sq_unit_sum"].to(device)
+            self.precond_grad_sq_sum = state["precond_grad_sq_sum"].to(device)
+            self.precond_steps = state["precond_steps"]
+            self.update_sq_unit_sum = state["update_sq_unit_sum"].to(device)
+            self.update_radial_unit_sum = state["update_radial_unit_sum"].to(device)
         start = state["interval_start"]
         self.start = (
             [p.detach().clone() for p in params] if start is None else [t.to(device) for t in start]

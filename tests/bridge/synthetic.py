@@ -6,7 +6,7 @@ Each pipeline is SGD without momentum at one (lr, weight_decay); its runs differ
   (+ noise), so the norm memory is exactly ``exp(-t / tau_norm)``.
 * ``norms="sgd"``: the BN-followed convs follow the exact SGD recursion of a scale-invariant weight,
   ``|w'|^2 = (1 - lr wd)^2 |w|^2 + lr^2 G / |w|^2`` step by step (``G`` fixed per layer), with the
-  logged ``grad_sq_sum`` and ``norm_sq_drift`` that this implies; the other layers stay exponential.
+  logged ``grad_sq_sum``, ``norm_sq_drift`` and ``grad_sq_unit_sum`` (G per step, summed) that this implies; the other layers stay exponential.
 
 In both, the test accuracy of alpha is ``0.8 - gap(alpha) exp(-t / tau_acc)`` (+ noise) and the
 predictions of the largest alpha disagree with the others on a fraction ``0.5 exp(-t / tau_dis)``.
@@ -179,8 +179,9 @@ def _layer_table(p, alpha, n0, steps, epochs, rng, noise, norms) -> pd.DataFrame
     frames = []
     for name, (numel, invariant, scaled, grad_sq_unit) in LAYERS.items():
         log_a = np.log(alpha) if scaled else 0.0
-        grad_sum = drift = np.full(steps.size, np.nan)
+        grad_sum = drift = unit_sum = np.full(steps.size, np.nan)
         if norms == "sgd" and invariant:
+            unit_sum = np.concatenate([[np.nan], grad_sq_unit * np.diff(steps)])
             init = (n0[name] * np.exp(log_a)) ** 2
             norm_sq, grad_sum, drift = _sgd_norms(
                 p.lr, p.weight_decay, grad_sq_unit, init, int(steps[-1]), steps
@@ -205,6 +206,7 @@ def _layer_table(p, alpha, n0, steps, epochs, rng, noise, norms) -> pd.DataFrame
                     "grad_sq_sum": grad_sum,
                     "lr_sq_grad_sq_sum": p.lr**2 * grad_sum,
                     "norm_sq_drift": drift,
+                    "grad_sq_unit_sum": unit_sum,
                 }
             )
         )

@@ -52,6 +52,10 @@ LAYER_KEYS = {
     "grad_sq_sum",
     "lr_sq_grad_sq_sum",
     "norm_sq_drift",
+    "grad_sq_unit_sum",
+    "precond_grad_sq_sum",
+    "update_sq_unit_sum",
+    "update_radial_unit_sum",
     "angular_update",
     "filter_angular_update",
 }
