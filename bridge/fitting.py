@@ -344,9 +344,7 @@ def fit(
     else:
         try:
             norm_curves = curves.norm_memory_curves(runs, layers)
-            norm_times = measure.norm_forgetting_times(
-                norm_curves, n_boot=n_boot, level=level, seed=seed
-            )
+            norm_times = measure.norm_forgetting_times(norm_curves, level=level)
         except BridgeDataError as err:
             notes.append(f"norm memory skipped: {err}")
         if "grad_sq_sum" in layers.columns and layers["grad_sq_sum"].notna().any():

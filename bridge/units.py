@@ -25,7 +25,7 @@ from initmem.empirical import tables
 from initmem.empirical.config import RunConfig
 from initmem.empirical.shapes import RESNETS, expected_inv_init_sq_per_coord
 from initmem.theory import units as theory_units
-from initmem.theory.criterion import FORGETTING
+from initmem.theory.criterion import FORGETTING, decide
 
 #: Candidate units of forgetting (the one definition: :mod:`initmem.theory.units`).
 UNITS = theory_units.UNITS
@@ -213,30 +213,45 @@ def init_inv_norm_sq(config) -> float:
 
 def config_units(config, inv_init_sq_per_coord: float) -> dict[str, float]:
     """Every unit accumulated over the whole run of ``config`` (RunConfig): the totals of
-    :func:`run_unit_increments` (which feeds the theory's one definition)."""
+    :func:`run_unit_increments` (which feeds the theory's one definition); NaN where a unit is
+    undefined (``adam`` without ``inv_init_sq_per_coord``), never a silent 0."""
     increments = run_unit_increments(config, inv_init_sq_per_coord)
-    return {k: float(v) for k, v in increments.sum().items()}
+    return {k: float(v) for k, v in increments.sum(skipna=False).items()}
+
+
+#: The design's state of a pipeline whose model has no scale-invariant weight (no norm memory).
+NO_NORM_MEMORY = "no scale-invariant weights"
 
 
 def predicted_forgetting(config: RunConfig, alphas, inv_init_sq_per_coord: float) -> dict:
     """The design's prediction for one pipeline, by the accumulated unit's norm law
     (:func:`initmem.theory.units.accumulated_norm_memory`) fed with the run's per-step increments:
     ``memory_end`` (norm memory of the largest against the smallest of ``alphas`` at the end of the
-    run) and ``forgetting_steps`` / ``forgetting_epochs`` until it is at or below 1/e (``inf``:
-    censored, not forgotten within the run). NaN everywhere for fewer than two alphas."""
+    run), ``state`` and ``forgetting_steps`` / ``forgetting_epochs`` by the one decision
+    (:func:`initmem.theory.criterion.decide` on the law's curve, one point per step: ``inf`` when not
+    forgotten within the run). NaN (and no state) for fewer than two alphas; NaN with the state
+    :data:`NO_NORM_MEMORY` for a model without scale-invariant weights (``inv_init_sq_per_coord``
+    NaN: no norm memory, so no law for it)."""
+    keys = ("memory_end", "forgetting_steps", "forgetting_epochs")
     alphas = sorted(set(float(a) for a in alphas))
     if len(alphas) < 2:
-        return dict.fromkeys(("memory_end", "forgetting_steps", "forgetting_epochs"), math.nan)
+        return dict.fromkeys(keys, math.nan) | {"state": ""}
+    if not np.isfinite(inv_init_sq_per_coord):
+        return dict.fromkeys(keys, math.nan) | {"state": NO_NORM_MEMORY}
     increments = run_unit_increments(config, inv_init_sq_per_coord)
     noise = increments[theory_units.noise_unit(config.optimizer)].to_numpy()
     memory = theory_units.accumulated_norm_memory(
         increments["explicit"].to_numpy(), noise, alpha=alphas[-1], reference=alphas[0]
     )
-    steps = theory_units.forgetting_step(memory)
+    if memory.size == 0:
+        return dict.fromkeys(keys[1:], math.inf) | {"memory_end": 1.0, "state": "not forgotten"}
+    decision = decide(np.arange(1, memory.size + 1), memory)
+    steps = decision.step if decision.forgotten else math.inf
     return {
-        "memory_end": float(memory[-1]) if memory.size else 1.0,
+        "memory_end": decision.memory_end,
         "forgetting_steps": steps,
         "forgetting_epochs": steps / config.steps_per_epoch,
+        "state": decision.state,
     }
 
 
@@ -377,7 +392,7 @@ def format_design(table: pd.DataFrame) -> str:
             f"{row['epochs']:>6.0f} {row['steps']:>6.0f} {row['accumulated']:>11.3g} "
             f"{row['explicit']:>9.3g} {row['sgd_noise']:>9.3g} {row['adam']:>9.3g} "
             f"{_memory_text(row['predicted_memory_end']):>6} "
-            f"{_time_text(row['predicted_forgetting_epochs']):>9}"
+            f"{_time_text(row['predicted_forgetting_epochs'], row.get('predicted_state', '')):>9}"
         )
     corr = design_correlation(table)
     lines.append(
@@ -396,6 +411,12 @@ def format_design(table: pd.DataFrame) -> str:
         f"predicted to forget by e within the run: {counts['forget']} of {counts['n']} "
         f"(predicted censored: {counts['censored']})",
     ]
+    if "predicted_state" in table and (table["predicted_state"] == NO_NORM_MEMORY).any():
+        models = (table["predicted_state"] == NO_NORM_MEMORY).sum()
+        lines.append(
+            f"m_end '-': {models} pipelines train a model with {NO_NORM_MEMORY} (no norm memory, "
+            "so no norm law: their pre-registered predictions are per parameter group)"
+        )
     return "\n".join(lines)
 
 
@@ -403,7 +424,9 @@ def _memory_text(value: float) -> str:
     return "-" if not np.isfinite(value) else f"{value:.2f}"
 
 
-def _time_text(epochs: float) -> str:
+def _time_text(epochs: float, state: str = "") -> str:
+    if state == "reversed":
+        return "reversed"
     if np.isnan(epochs):
         return "-"
     return "censored" if np.isinf(epochs) else f"{epochs:.1f}"
@@ -428,6 +451,7 @@ __all__ = [
     "init_scale",
     "phase_boundary",
     "predicted_forgetting",
+    "NO_NORM_MEMORY",
     "run_config",
     "run_unit_increments",
     "step_lrs",

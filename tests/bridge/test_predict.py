@@ -105,7 +105,7 @@ def test_law_predicts_simulated_sgd_memory(law_sweep):
     both = both.merge(predicted, on=["pipeline", "layer", "step"], suffixes=("", "_law"))
     # the law drops only lr^4 G^2 / |w|^4 per step and averages G over the interval's two ends
     assert np.max(np.abs(both["memory"] - both["memory_law"])) < 0.02
-    times = norm_forgetting_times(measured, n_boot=0).merge(
+    times = norm_forgetting_times(measured).merge(
         predicted_times(predicted, pd.Series(40.0, index=runs["pipeline"].unique())),
         on=["pipeline", "layer"],
     )
