@@ -379,12 +379,21 @@ def format_design(table: pd.DataFrame) -> str:
     """The design as text: one line per pipeline (its units and the predicted norm memory at the end
     and forgetting time, :func:`predicted_forgetting`), then r of ln(epochs) and ln(accumulated) and
     the counts of :func:`design_counts`."""
+    law = "law_memory_end" in table
     lines = [
         "design in units of forgetting (totals over each run; theory.units); m_end: the norm memory "
-        "at the end by the accumulated unit's norm law (theory.units (U1)-(U2)),",
-        f"forgotten: the epoch that law reaches {FORGETTING.name}; censored: not within the run:",
+        "at the end by the accumulated unit's norm law (theory.units (U1)-(U2); g_source: none, a "
+        "G-free proxy),",
+        f"forgotten: the epoch that law reaches {FORGETTING.name}; censored: not within the run"
+        + (
+            "; law m_end / law forgot: the normalized-weight laws with the gradient scale G probed "
+            "at each alpha (bridge.probe), the one decision of theory.criterion:"
+            if law
+            else ":"
+        ),
         f"  {'variant':<22} {'alphas':<8} {'epochs':>6} {'steps':>6} {'accumulated':>11} "
-        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten':>9}",
+        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten':>9}"
+        + (f" {'law m_end':>9} {'law forgot':>10}" if law else ""),
     ]
     for _, row in table.iterrows():
         lines.append(
@@ -393,6 +402,12 @@ def format_design(table: pd.DataFrame) -> str:
             f"{row['explicit']:>9.3g} {row['sgd_noise']:>9.3g} {row['adam']:>9.3g} "
             f"{_memory_text(row['predicted_memory_end']):>6} "
             f"{_time_text(row['predicted_forgetting_epochs'], row.get('predicted_state', '')):>9}"
+            + (
+                f" {_memory_text(row['law_memory_end']):>9} "
+                f"{_time_text(row['law_forgetting_epochs'], row['law_state']):>10}"
+                if law
+                else ""
+            )
         )
     corr = design_correlation(table)
     lines.append(
@@ -411,6 +426,9 @@ def format_design(table: pd.DataFrame) -> str:
         f"predicted to forget by e within the run: {counts['forget']} of {counts['n']} "
         f"(predicted censored: {counts['censored']})",
     ]
+    if law:
+        sources = ", ".join(dict.fromkeys(str(v) for v in table["law_g_source"]))
+        lines.append(f"law g_source: {sources}")
     if "predicted_state" in table and (table["predicted_state"] == NO_NORM_MEMORY).any():
         models = (table["predicted_state"] == NO_NORM_MEMORY).sum()
         lines.append(

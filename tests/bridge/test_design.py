@@ -89,8 +89,9 @@ def test_init_inv_norm_sq_matches_the_default_init_in_expectation():
 
 
 def test_dry_run_prints_the_design_and_r(capsys):
-    assert main(["sweep", "run", "units", "--out", "unused", "--dry-run"]) == 0
+    assert main(["sweep", "run", "units", "--out", "unused", "--dry-run", "--no-probe"]) == 0
     out = capsys.readouterr().out
+    assert "g_source: none, a G-free proxy" in out and "law g_source" not in out
     assert "Pearson r of ln(epochs) and ln(accumulated)" in out
     assert "adamw-high-long" in out
     assert "pipelines per decade of accumulated regularization:" in out
@@ -117,13 +118,15 @@ def test_torch_free_shape_table_is_the_models(model, width):
 
 
 def test_dry_run_loads_no_torch(tmp_path):
-    """``initmem sweep run units --dry-run`` in a fresh interpreter: the design, and no torch."""
+    """``initmem sweep run units --dry-run --no-probe`` in a fresh interpreter: the design (the
+    G-free proxy), and no torch."""
     import subprocess
     import sys
 
     code = (
         "import sys; from initmem.cli import main; "
-        f"rc = main(['sweep', 'run', 'units', '--out', {str(tmp_path / 'unused')!r}, '--dry-run']); "
+        f"rc = main(['sweep', 'run', 'units', '--out', {str(tmp_path / 'unused')!r}, '--dry-run', "
+        "'--no-probe']); "
         "print('torch loaded' if 'torch' in sys.modules else 'no torch', rc)"
     )
     out = subprocess.run(
