@@ -9,7 +9,7 @@ The norm memory's forgetting is the one decision of :mod:`initmem.theory.criteri
 the combined layers is at most 1/e, with its 95% t-interval over seeds (:func:`decide_seeds`); a
 reversed end (interval below 0) is not forgotten; a curve that is not forgotten within the run is
 reported with ``forgotten = False`` and ``tau`` set to the time the run lasted, a lower bound, and the
-least-squares fit ``exp(-t / tau)`` (:func:`fit_decay_time`) only as an **extrapolation**
+least-squares fit ``exp(-t / tau)`` (:func:`initmem.bridge.fits.fit_decay_time`) only as an **extrapolation**
 (``tau_fit_steps``, labelled so). Function memories (spread, disagreement) are e-fold times of a
 fit of their normalized curves, with a bootstrap over seeds (:func:`bootstrap_decay`).
 
@@ -22,8 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from initmem.bridge import fits
 from initmem.bridge.deprecated import DEPRECATED
-from initmem.bridge.fits import bootstrap_decay, fit_decay_time
+from initmem.bridge.fits import bootstrap_decay
 from initmem.deprecation import moved
 from initmem.empirical import memory, runfolder, tables
 from initmem.empirical.curves import (
@@ -147,7 +148,7 @@ def decide_seeds(steps, curves, *, level: float = 0.95) -> Decision:
     if decision.state != "not forgotten" or steps.size < 2:
         return decision
     try:
-        tau = fit_decay_time(steps - steps.min(), mean).tau
+        tau = fits.fit_decay_time(steps - steps.min(), mean).tau
     except ValueError:  # fewer than one finite point after the start
         return decision
     return decide(steps, mean, lo, hi, extrapolated=tau)

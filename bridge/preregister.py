@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from initmem.bridge.probe import DRAW_FIELDS, law_forgetting
 from initmem.empirical.config import RunConfig
 
 #: Parameter groups of the table, in order.
@@ -143,7 +144,6 @@ def predict_groups(
     sweep that share them compute its NTK once; ``probe_cache`` the same for P1's probes of G
     (:func:`initmem.bridge.probe.probe_key`)."""
     # torch (the model, the data) and the theory's tables: loaded on first use
-    from initmem.bridge.probe import law_forgetting
     from initmem.empirical.data import load_splits
     from initmem.empirical.models import default_model, parameter_groups
     from initmem.theory.forgetting import predict_forgetting
@@ -235,17 +235,7 @@ def predict_groups(
 
 #: Config fields that (P2)'s memory fraction depends on: the model, its init draw and the probe data
 #: (the NTK is taken at the default init, before alpha; the pipeline does not enter it).
-MEMORY_FIELDS = (
-    "model",
-    "width",
-    "seed",
-    "dataset",
-    "data_dir",
-    "train_size",
-    "val_size",
-    "test_size",
-    "split_seed",
-)
+MEMORY_FIELDS = DRAW_FIELDS
 
 
 def memory_key(config: RunConfig, probe_size: int) -> tuple:

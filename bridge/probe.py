@@ -34,14 +34,16 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.predict import _law_norm_sq
+from initmem.bridge.units import law_decision
 from initmem.empirical.config import RunConfig
 from initmem.empirical.curves import SCALED_FRACTION
-from initmem.theory.criterion import combine_layers, decide
+from initmem.theory.criterion import combine_layers
 
 #: Minibatches of a probe.
 PROBE_STEPS = 8
-#: Config fields a probe depends on (besides alpha): the model, its init draw, the data, the batch.
-PROBE_FIELDS = (
+#: Config fields of the model, its init draw and the data (the pre-registration's NTK depends on
+#: these alone, :data:`initmem.bridge.preregister.MEMORY_FIELDS`).
+DRAW_FIELDS = (
     "model",
     "width",
     "seed",
@@ -51,10 +53,9 @@ PROBE_FIELDS = (
     "val_size",
     "test_size",
     "split_seed",
-    "batch_size",
-    "augment",
-    "alpha_groups",
 )
+#: Config fields a probe depends on (besides alpha): the model, its draw, the data and the batch.
+PROBE_FIELDS = (*DRAW_FIELDS, "batch_size", "augment", "alpha_groups")
 
 
 @dataclass(frozen=True)
@@ -79,14 +80,22 @@ def probe_gradient_scale(
     config: RunConfig, alpha: float, *, steps: int = PROBE_STEPS, cache: dict | None = None
 ) -> GradientScale:
     """G per scale-invariant layer of ``config``'s model at ``alpha``, from ``steps`` minibatches of
-    its own trainer at init (module docstring). ``cache``: a dict keyed by :func:`probe_key`. Raises ValueError for
-    ``steps < 1``; the model's or data's own errors pass through."""
+    its own trainer at init (module docstring). ``cache``: a dict keyed by :func:`probe_key` (a
+    failure is kept and raised again). Raises ValueError for ``steps < 1``; the model's or data's
+    own errors pass through."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1 (got {steps})")
     key = probe_key(config, alpha, steps)
     if cache is not None and key in cache:
+        if isinstance(cache[key], Exception):  # a probe that failed fails once per key
+            raise cache[key]
         return cache[key]
-    result = _probe(config, float(alpha), steps)
+    try:
+        result = _probe(config, float(alpha), steps)
+    except Exception as err:  # kept to be raised again without another try, then passed on
+        if cache is not None:
+            cache[key] = err
+        raise
     if cache is not None:
         cache[key] = result
     return result
@@ -103,7 +112,7 @@ def _probe(config: RunConfig, alpha: float, steps: int) -> GradientScale:
         alpha=alpha, device="cpu", precision="fp32", compile=False, channels_last=False,
         track_grad_norms=True,
     )  # fmt: skip
-    trainer = Trainer(probe)
+    trainer = Trainer(probe, download=False)  # a probe never downloads: local data or a clear error
     index = [i for i, name in enumerate(trainer.names) if name in trainer.scale_invariant]
     start = [float(trainer.params[i].detach().double().pow(2).sum()) for i in index]
     done = 0
@@ -166,14 +175,18 @@ def law_forgetting(config: RunConfig, alphas, *, cache: dict | None = None) -> d
         memories.append(np.log(norms[0] / norms[1]) / np.log(high.init_norm_sq / low.init_norm_sq))
     if not memories:
         return out | {"state": "no scaled scale-invariant layer", "g_source": "none"}
-    decision = decide(steps, combine_layers(np.stack(memories), axis=0))
-    step = decision.step if decision.forgotten else math.inf
-    return {
-        "memory_end": decision.memory_end,
-        "forgetting_steps": step,
-        "forgetting_epochs": step / config.steps_per_epoch,
-        "state": decision.state,
-        "g_source": f"{hi.source}, at alpha {hi.alpha:g} and {lo.alpha:g}",
+    law = law_decision(steps, combine_layers(np.stack(memories), axis=0), config.steps_per_epoch)
+    return law | {"g_source": f"{hi.source}, at alpha {hi.alpha:g} and {lo.alpha:g}"}
+
+
+def failed_law(err: Exception) -> dict:
+    """:func:`law_forgetting`'s keys where the probe could not run: NaN, the state ``undefined``
+    and the reason in ``g_source`` (one line)."""
+    reason = " ".join(f"{type(err).__name__}: {err}".split())
+    keys = ("memory_end", "forgetting_steps", "forgetting_epochs")
+    return dict.fromkeys(keys, math.nan) | {
+        "state": "undefined",
+        "g_source": f"none: the probe failed ({reason})",
     }
 
 
@@ -193,16 +206,17 @@ def sweep_law_forgetting(configs, *, cache: dict | None = None) -> pd.DataFrame:
         try:
             law = law_forgetting(config, alphas, cache=cache)
         except Exception as err:  # the model, its data or a law: said, not a stop
-            law = {"memory_end": math.nan, "forgetting_steps": math.nan, "state": "undefined"}
-            law["g_source"] = f"none: the probe failed ({type(err).__name__}: {err})"
+            law = failed_law(err)
         rows.append({"pipeline": key, **{f"law_{k}": v for k, v in law.items()}})
     return pd.DataFrame(rows)
 
 
 __all__ = [
+    "DRAW_FIELDS",
     "PROBE_FIELDS",
     "PROBE_STEPS",
     "GradientScale",
+    "failed_law",
     "law_forgetting",
     "probe_gradient_scale",
     "probe_key",

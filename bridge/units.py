@@ -245,12 +245,19 @@ def predicted_forgetting(config: RunConfig, alphas, inv_init_sq_per_coord: float
     )
     if memory.size == 0:
         return dict.fromkeys(keys[1:], math.inf) | {"memory_end": 1.0, "state": "not forgotten"}
-    decision = decide(np.arange(1, memory.size + 1), memory)
-    steps = decision.step if decision.forgotten else math.inf
+    return law_decision(np.arange(1, memory.size + 1), memory, config.steps_per_epoch)
+
+
+def law_decision(steps, memory, steps_per_epoch: int) -> dict:
+    """A law's noise-free memory curve decided by the one rule (:func:`initmem.theory.criterion.decide`):
+    ``memory_end``, ``forgetting_steps`` (``inf``: not within the run), ``forgetting_epochs`` and
+    ``state``."""
+    decision = decide(steps, memory)
+    step = decision.step if decision.forgotten else math.inf
     return {
         "memory_end": decision.memory_end,
-        "forgetting_steps": steps,
-        "forgetting_epochs": steps / config.steps_per_epoch,
+        "forgetting_steps": step,
+        "forgetting_epochs": step / steps_per_epoch,
         "state": decision.state,
     }
 
@@ -386,14 +393,14 @@ def format_design(table: pd.DataFrame) -> str:
         "G-free proxy),",
         f"forgotten: the epoch that law reaches {FORGETTING.name}; censored: not within the run"
         + (
-            "; law m_end / law forgot: the normalized-weight laws with the gradient scale G probed "
+            "; law_m_end / law_forgot: the normalized-weight laws with the gradient scale G probed "
             "at each alpha (bridge.probe), the one decision of theory.criterion:"
             if law
             else ":"
         ),
         f"  {'variant':<22} {'alphas':<8} {'epochs':>6} {'steps':>6} {'accumulated':>11} "
         f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten':>9}"
-        + (f" {'law m_end':>9} {'law forgot':>10}" if law else ""),
+        + (f" {'law_m_end':>9} {'law_forgot':>10}" if law else ""),
     ]
     for _, row in table.iterrows():
         lines.append(
@@ -467,6 +474,7 @@ __all__ = [
     "init_inv_norm_sq",
     "init_norms",
     "init_scale",
+    "law_decision",
     "phase_boundary",
     "predicted_forgetting",
     "NO_NORM_MEMORY",

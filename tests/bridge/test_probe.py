@@ -77,4 +77,15 @@ def test_dry_run_prints_the_probed_law(tmp_path, capsys):
     )
     assert main(["sweep", "run", str(sweep), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "law m_end" in out and "law g_source: probe at init: 8 minibatches of 4" in out
+    assert "law_m_end" in out and "law g_source: probe at init: 8 minibatches of 4" in out
+
+
+def test_a_probe_without_local_data_says_so_once(tmp_path):
+    c = config(dataset="cifar10", data_dir=str(tmp_path / "none"))
+    runs = [c, c.replace(alpha=8.0), c.replace(lr=0.5), c.replace(lr=0.5, alpha=8.0)]
+    cache: dict = {}
+    table = sweep_law_forgetting(runs, cache=cache)
+    assert len(table) == 2 and (table["law_state"] == "undefined").all()
+    assert table["law_memory_end"].isna().all() and table["law_forgetting_epochs"].isna().all()
+    assert table["law_g_source"].str.startswith("none: the probe failed (DataNotFoundError").all()
+    assert len(cache) == 1  # the failed probe (the smaller alpha's, tried first) is not retried
