@@ -434,8 +434,8 @@ def format_report(config, report, notes: list[str]) -> str:
     lines += [
         "",
         f"dominant: {report.dominant}",
-        f"predicted forgetting time ({report.assumptions['forgetting']}): {_num(report.steps)} "
-        f"steps ({_num(report.epochs)} epochs)",
+        f"predicted forgetting time ({report.assumptions['forgetting']}; each mechanism's slowest "
+        f"layer, G as below): {_num(report.steps)} steps ({_num(report.epochs)} epochs)",
     ]
     if report.accumulated is not None:
         lines.append(format_accumulated(config.optimizer, report.accumulated))
