@@ -193,9 +193,10 @@ def rules(study) -> list[str]:
         f"t-interval over seeds: *gone* when the interval lies within +-{study.spread_margin_pp:g} "
         "pp, *kept* when it excludes 0, otherwise cannot tell at this size.",
         f"- Norm memory (scale-invariant weights only): forgotten means {FORGETTING.name}: "
-        f"{FORGETTING.definition}; the end state is decided by its 95% t-interval over seeds; the "
-        "measured forgetting time is the first logged step where the seed mean reaches it, "
-        "censored when it never does.",
+        f"{FORGETTING.definition}; the end state is decided by its 95% t-interval over seeds "
+        "(converged within 1/e of 0, apart above it, reversed when the interval lies below 0: not "
+        "forgotten); the measured forgetting time is the first logged step where the seed-mean "
+        "|memory| reaches it, censored when it never does (initmem.theory.criterion).",
         f"- The deciding group of the prediction is `{study.deciding_groups[0]}` for a model with "
         f"scale-invariant weights, `{study.deciding_groups[1]}` (the lazy NTK memory term) otherwise; it "
         "predicts forgetting when its time is at most the run's length in steps.",

@@ -41,6 +41,7 @@ from initmem.bridge import stats
 from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.synthetic import TRUTHS, Design, Truth, draw, replica_cubes
 from initmem.empirical import memory
+from initmem.theory.criterion import interval_state
 
 #: A named verdict is allowed on a design only where its calibrated error rate is at most this.
 MAX_ERROR = 0.05
@@ -159,9 +160,10 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
         )
         value, nlo, nhi = memory.mean_interval(norm[:, -1])
         level = memory.FORGOTTEN_LEVEL
-        said = "converged" if nhi < level else "stayed apart" if nlo > level else "cannot tell"
-        wrong = (said == "converged" and m[-1] >= level) or (
-            said == "stayed apart" and m[-1] <= level
+        state = interval_state(value, nlo, nhi)  # the one rule of theory.criterion
+        said = {"forgotten": "converged", "kept": "stayed apart"}.get(state, state)
+        wrong = (said == "converged" and abs(m[-1]) > level) or (
+            said == "stayed apart" and abs(m[-1]) <= level
         )
         rows.append(_row("norm memory at the end", p.label, said, wrong))
         covers = bool(nlo <= m[-1] <= nhi)

@@ -17,7 +17,7 @@ from initmem.bridge import framing
 from initmem.bridge.calibrate import MAX_ERROR
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
-from initmem.theory.criterion import FORGETTING
+from initmem.theory.criterion import FORGETTING, LAYER_RULE
 
 
 def document(study, figures: dict[str, str], *, command: str = "", wall: str = "") -> str:
@@ -398,7 +398,9 @@ def measured_vs_predicted(study, figures: dict[str, str]) -> list[str]:
         [
             r["measured"],
             r["predicted"],
-            "forgotten within the run" if r["points"] == "forgotten" else "all (fitted times)",
+            "forgotten within the run"
+            if r["points"] == "forgotten"
+            else "all (censored ones extrapolated)",
             str(r["n"]),
             str(r.get("n_not_forgotten", "")),
             interval(r["slope"], r["slope_lo"], r["slope_hi"]) if r["n"] >= 3 else "– (n < 3)",
@@ -419,9 +421,10 @@ def measured_vs_predicted(study, figures: dict[str, str]) -> list[str]:
     ]
     return parts + [
         "ln(measured time) against ln(predicted time) across pipelines: first over the "
-        "pipelines whose memory shrank by e within the run (censored ones, not forgotten by the "
-        "end, are left out and counted: the fit the rules fix), then over every pipeline with "
-        "its fitted, possibly extrapolated, time; *law*: the normalized-weight laws fed with "
+        "pipelines forgotten within the run (the first evaluation with the seed-mean |memory| at "
+        "most 1/e; censored ones, not forgotten by the end, are left out and counted: the fit the "
+        "rules fix), then over every pipeline, the censored ones at the e-fold time of a fit "
+        "exp(-t/tau), extrapolated; *law*: the normalized-weight laws fed with "
         "each pipeline's logged "
         "gradient sums; *accumulated*: steps until accumulated regularization reaches 1. Slope "
         "with its t-interval, R^2 with a bootstrap interval over pipelines.",
@@ -500,7 +503,9 @@ def rules(study) -> list[str]:
         f"- A run interpolates when its final train accuracy is >= {_threshold_pct()}. Function-memory "
         "statistics use, per pipeline, the seeds whose runs interpolate at every alpha; a pipeline "
         "with fewer than 2 such seeds is left out of them.",
-        f"- Forgotten means {FORGETTING.name}: {FORGETTING.definition} (initmem.theory.criterion; "
+        f"- Forgotten means {FORGETTING.name}: {FORGETTING.definition}; decided at the first "
+        f"evaluation where the seed-mean |memory| ({LAYER_RULE}) is at most that level, a memory "
+        "below 0 whose interval excludes 0 being reversed, not forgotten (initmem.theory.criterion; "
         "the theory, the report and the bridge use the same).",
         "- A forgetting time not reached within the run is censored: reported as a lower bound "
         "and left out of the measured-vs-predicted fit.",

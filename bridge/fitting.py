@@ -54,7 +54,7 @@ from initmem.bridge.units import (
 from initmem.empirical import curves, markdown, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
 from initmem.empirical.memory import spread_table
-from initmem.theory.criterion import FORGETTING
+from initmem.theory.criterion import FORGETTING, LAYER_RULE
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
 MEMORIES = ("norm", "norm per layer", "spread", "disagreement")
@@ -234,8 +234,10 @@ class BridgeReport:
         lines = [f"bridge: {self.runs['pipeline'].nunique()} pipelines, {len(self.runs)} runs"]
         if not self.pipelines.empty:
             lines.append(
-                f"norm-memory forgetting time (steps; forgotten: {FORGETTING.name}, the time scale "
-                "of a fit exp(-t/tau); '>' = not forgotten within the run):"
+                f"norm-memory forgetting time (steps; forgotten: {FORGETTING.name}, the first "
+                f"evaluation with the seed-mean |memory| there, layers combined as the "
+                f"{LAYER_RULE} (theory.criterion); '>' = not forgotten within the run, with the "
+                "e-fold time of a fit exp(-t/tau) extrapolated):"
             )
             for _, row in self.pipelines.iterrows():
                 lines.append(
@@ -309,14 +311,17 @@ def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
 
 
 def _time(row, column: str, forgotten: str, fitted: str | None = None) -> str:
-    """``tau``, or ``> span (fit tau)`` when not forgotten within the run; ``–`` when unmeasured."""
+    """``tau``, or ``> span (extrapolated tau)`` when not forgotten within the run (the fit never
+    decides, :mod:`initmem.theory.criterion`); ``–`` when unmeasured."""
     value = row.get(column, np.nan)
     if value is None or not np.isfinite(value):
         return "–"
     if bool(row.get(forgotten, True)):
         return f"{value:.3g}"
     extrapolated = row.get(fitted, np.nan) if fitted else np.nan
-    return f"> {value:.3g}" + (f" (fit {extrapolated:.3g})" if np.isfinite(extrapolated) else "")
+    return f"> {value:.3g}" + (
+        f" (extrapolated {extrapolated:.3g})" if np.isfinite(extrapolated) else ""
+    )
 
 
 # ----------------------------------------------------------------------------------- the driver
@@ -344,9 +349,7 @@ def fit(
     else:
         try:
             norm_curves = curves.norm_memory_curves(runs, layers)
-            norm_times = measure.norm_forgetting_times(
-                norm_curves, n_boot=n_boot, level=level, seed=seed
-            )
+            norm_times = measure.norm_forgetting_times(norm_curves, level=level)
         except BridgeDataError as err:
             notes.append(f"norm memory skipped: {err}")
         if "grad_sq_sum" in layers.columns and layers["grad_sq_sum"].notna().any():

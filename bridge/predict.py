@@ -13,8 +13,8 @@ Three kinds of prediction, all in optimizer steps:
   mean: ``G`` depends on alpha wherever alpha scales the BN gains or the head (with ``alpha_groups
   = ["all"]`` the alpha = 8 run's G is ~8^4 times the alpha = 1 run's early on). The norm memory
   is then computed from the laws' norms exactly as from the logged ones
-  (:func:`~initmem.empirical.curves.norm_memory_curves`), and its forgetting time fitted as the
-  measured one is (:func:`initmem.bridge.fits.fit_decay_time`). Each law's closure on the run's own
+  (:func:`~initmem.empirical.curves.norm_memory_curves`), and its forgetting decided on that curve at the
+  logged steps exactly as the measured one is (:func:`initmem.theory.criterion.decide`). Each law's closure on the run's own
   logged ``|w|^2`` is stated per form (:data:`LAW_TOLERANCE`), and every prediction names its
   source (``g_source``).
 * **The exact one-step identity** (:func:`identity_check`): for SGD without momentum and a
@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.deprecated import DEPRECATED
-from initmem.bridge.fits import fit_decay_time
+from initmem.bridge.measure import decide_seeds, decision_columns
 from initmem.bridge.units import run_config, step_lrs
 from initmem.deprecation import moved
 from initmem.empirical.curves import MemoryDataError as BridgeDataError
@@ -332,25 +332,29 @@ def predicted_memory_curves(
 
 
 def predicted_times(predicted_curves: pd.DataFrame, steps_per_epoch: pd.Series) -> pd.DataFrame:
-    """Forgetting time of each predicted memory curve, fitted as the measured ones are (steps).
+    """Forgetting of each predicted memory curve by the one decision, as the measured ones are
+    (:func:`initmem.theory.criterion.decide`; steps since the first logged step).
 
-    Columns: ``pipeline``, ``layer``, ``pred_tau_steps`` (the lower bound ``t_span`` when not
-    forgotten within the run), ``pred_tau_fit_steps`` (the fit, extrapolated), ``pred_forgotten``,
-    ``pred_tau_epochs``, ``pred_memory_end``.
+    Columns: ``pipeline``, ``layer``, ``pred_tau_steps`` (the first logged step at or below 1/e; the
+    lower bound ``t_span`` when not forgotten within the run), ``pred_tau_fit_steps`` (that step,
+    or the **extrapolated** e-fold time of a fit where not forgotten), ``pred_forgotten``,
+    ``pred_state``, ``pred_tau_epochs``, ``pred_memory_end``.
     """
     rows = []
     for (pipeline, layer), group in predicted_curves.groupby(["pipeline", "layer"]):
         steps = group["step"].to_numpy(dtype=float)
-        fit = fit_decay_time(steps - steps.min(), group["memory"].to_numpy())
+        columns = decision_columns(decide_seeds(steps - steps.min(), group["memory"].to_numpy()))
         rows.append(
             {
                 "pipeline": pipeline,
                 "layer": layer,
-                "pred_tau_steps": fit.reported,
-                "pred_tau_fit_steps": fit.tau,
-                "pred_forgotten": fit.forgotten,
-                "pred_tau_epochs": fit.reported / float(steps_per_epoch.get(pipeline, np.nan)),
-                "pred_memory_end": float(group["memory"].iloc[-1]),
+                "pred_tau_steps": columns["tau_steps"],
+                "pred_tau_fit_steps": columns["tau_fit_steps"],
+                "pred_forgotten": columns["forgotten"],
+                "pred_state": columns["state"],
+                "pred_tau_epochs": columns["tau_steps"]
+                / float(steps_per_epoch.get(pipeline, np.nan)),
+                "pred_memory_end": columns["memory_end"],
             }
         )
     return pd.DataFrame(rows)

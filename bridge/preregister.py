@@ -5,7 +5,9 @@ plug-in) and its pipeline. alpha multiplies the default init on ``config.alpha_g
 is, for each parameter group, which mechanism the theory says erases the memory of alpha, and when.
 
 Conventions. Times in optimizer steps (and epochs, ``steps_per_epoch`` of the config); ``inf``: never
-within gradient flow or any run length; NaN: no closed form (the row says why). Groups, as
+within gradient flow or any run length (P1: not within the run); NaN: no closed form (the row says
+why). Every row names the gradient scale it rests on (``g_source``: the probe, or "none" for a law
+that takes none). Groups, as
 :func:`initmem.empirical.models.parameter_groups` finds them in the model:
 
 - ``scale_invariant``: weights whose scale the train-mode function ignores;
@@ -15,9 +17,12 @@ within gradient flow or any run length; NaN: no closed form (the row says why). 
 Derivation, one law per group (each one's source is the theory module it calls):
 
 - (P1) ``scale_invariant``: alpha sets the effective learning rate ``lr / |w|^2`` only, and the
-  normalized-weight laws give the time at which the effective learning rates of alpha and 1 meet
-  (:func:`initmem.theory.forgetting.predict_forgetting`, its ``pipeline`` row, with the model's own
-  fan-ins). Agrees with :mod:`initmem.theory.normalized`; an empty group has no row.
+  normalized-weight laws (:mod:`initmem.theory.normalized`) give the norm of each layer at alpha and
+  at 1, integrated over the run's schedule with the gradient scale G **probed at each of the two
+  alphas** on the config's own model and data (:func:`initmem.bridge.probe.law_forgetting`; its
+  ``g_source`` is a column of the table), the layers combined and decided by the one rule of
+  :mod:`initmem.theory.criterion` (``steps``: the first step with the layer-mean norm memory at most
+  1/e; ``memory_end``: that memory at the run's end). An empty group has a row saying so.
 - (P2) ``other``, in the lazy (NTK) regime: the converged linearized predictor keeps the memory term
   ``m(x) = f0(x) - K_xX K^-1 f0(X)`` (Lee et al. 2019; :func:`initmem.theory.ntk.memory_term`) at any
   training length under gradient flow, so without decay the time is ``inf``; coupled L2 and decoupled
@@ -51,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from initmem.bridge.probe import DRAW_FIELDS, law_forgetting
 from initmem.empirical.config import RunConfig
 
 #: Parameter groups of the table, in order.
@@ -60,8 +66,9 @@ PREDICTION_GROUPS = ("scale_invariant", "head", "other")
 @dataclass(frozen=True)
 class GroupPredictions:
     """The table of :func:`predict_groups` (one row per group: ``group``, ``parameters`` (count),
-    ``tensors``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``, ``law``) and what it was
-    computed for (``alpha``, the config's ``hash``)."""
+    ``tensors``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``, ``law``, ``memory_end``
+    (P1's norm memory at the run's end), ``g_source``) and what it was computed for (``alpha``, the
+    config's ``hash``)."""
 
     alpha: float
     hash: str
@@ -128,12 +135,14 @@ def predict_groups(
     probe_size: int = 16,
     data=None,
     memory_cache: dict | None = None,
+    probe_cache: dict | None = None,
 ) -> GroupPredictions:
     """The table of the module docstring for ``config``'s model and pipeline, alpha (default the
     config's; 2 when that is 1) against 1. ``probe_size`` training and test images (from ``data``,
     the config's splits, read if not given) feed the NTK of (P2). ``memory_cache``: a dict that keeps
     (P2)'s memory fraction per model, init draw and data (:func:`memory_key`), so the pipelines of a
-    sweep that share them compute its NTK once."""
+    sweep that share them compute its NTK once; ``probe_cache`` the same for P1's probes of G
+    (:func:`initmem.bridge.probe.probe_key`)."""
     # torch (the model, the data) and the theory's tables: loaded on first use
     from initmem.empirical.data import load_splits
     from initmem.empirical.models import default_model, parameter_groups
@@ -155,7 +164,7 @@ def predict_groups(
     x_test = data.test.images[:probe_size].double()
     epochs = config.steps_per_epoch
 
-    def row(group, names, mechanism, steps, law, memory=math.nan):
+    def row(group, names, mechanism, steps, law, memory=math.nan, end=math.nan, g="none"):
         return {
             "group": group,
             "parameters": int(sum(params[n].numel() for n in names)),
@@ -165,18 +174,23 @@ def predict_groups(
             "epochs": steps / epochs if np.isfinite(steps) else steps,
             "memory_fraction": memory,
             "law": law,
+            "memory_end": end,
+            "g_source": g,
         }
 
     table = []
     if invariant:
-        line = report.table.set_index("mechanism").loc["pipeline"]
+        law = law_forgetting(config, [1.0, alpha], cache=probe_cache)
         table.append(
             row(
                 "scale_invariant",
                 invariant,
                 "normalized-weight laws (P1)",
-                float(line["steps"]),
-                str(line["formula"]),
+                float(law["forgetting_steps"]),
+                f"the {config.optimizer} law per layer with G probed at alpha {alpha:g} and 1, "
+                f"layer mean, {law['state']} (theory.criterion)",
+                end=float(law["memory_end"]),
+                g=str(law["g_source"]),
             )
         )
     else:
@@ -221,17 +235,7 @@ def predict_groups(
 
 #: Config fields that (P2)'s memory fraction depends on: the model, its init draw and the probe data
 #: (the NTK is taken at the default init, before alpha; the pipeline does not enter it).
-MEMORY_FIELDS = (
-    "model",
-    "width",
-    "seed",
-    "dataset",
-    "data_dir",
-    "train_size",
-    "val_size",
-    "test_size",
-    "split_seed",
-)
+MEMORY_FIELDS = DRAW_FIELDS
 
 
 def memory_key(config: RunConfig, probe_size: int) -> tuple:
@@ -307,7 +311,7 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
     root = Path(sweep_dir) / PREDICTIONS_FOLDER
     pipelines = sweep_pipelines(runs)
     folders = prediction_folders(pipelines)
-    rows, lines, cache = [], [], {}
+    rows, lines, cache, probes = [], [], {}, {}
     for p in pipelines:
         folder = root / folders[p.pipeline]
         config = p.config.replace(alpha=p.alpha)
@@ -321,7 +325,10 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
             try:
                 with warnings.catch_warnings():  # the laws' range caveats: in the table's law
                     warnings.simplefilter("ignore")
-                    write_predictions(config, folder, probe_size=probe_size, memory_cache=cache)
+                    write_predictions(
+                        config, folder, probe_size=probe_size, memory_cache=cache,
+                        probe_cache=probes,
+                    )  # fmt: skip
                 lines.append(f"predictions written: {folder / 'predictions.csv'}")
             except Exception as err:  # any failure of the model, data or laws: a note, not a stop
                 row["note"] = f"not computed: {type(err).__name__}: {' '.join(str(err).split())}"
@@ -343,7 +350,8 @@ def _recorded_hash(path: Path) -> str | None:
 def read_sweep_predictions(sweep_dir: str | Path) -> pd.DataFrame:
     """The pre-registered predictions of a sweep folder, one row per (pipeline, group): the index's
     columns and the table's (``group``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``,
-    ``law``, ``parameters``); empty when the folder has none."""
+    ``law``, ``parameters``, ``memory_end``, ``g_source``: absent from files written before it);
+    empty when the folder has none."""
     root = Path(sweep_dir) / PREDICTIONS_FOLDER
     if not (root / "index.csv").is_file():
         return pd.DataFrame()

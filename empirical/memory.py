@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.deprecation import moved
-from initmem.theory.criterion import FORGETTING
+from initmem.theory.criterion import FORGETTING, interval_state
 
 from . import tables
 from .curves import SCALE_INVARIANT_MEAN
@@ -393,20 +393,27 @@ def norm_memory_end(norm_curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+#: What each state of :func:`initmem.theory.criterion.interval_state` says of the norm memory.
+NORM_STATE_SENTENCES = {
+    "forgotten": "the effective learning rates of the alphas converged",
+    "kept": "the effective learning rates of the alphas stayed apart",
+    "reversed": "the effective learning rates of the alphas crossed: their order is reversed (not "
+    "forgotten)",
+    "cannot tell": "cannot tell at this size whether the effective learning rates converged",
+    "undefined": "the norm memory is undefined (NaN)",
+}
+
+
 def norm_sentences(table: pd.DataFrame) -> list[str]:
-    """One sentence per pipeline of :func:`norm_memory_end` (M4): converged, stayed apart, or cannot
-    tell (the interval against :data:`FORGOTTEN_LEVEL`)."""
+    """One sentence per pipeline of :func:`norm_memory_end` (M4): converged, stayed apart, reversed
+    or cannot tell, by the one rule (:func:`initmem.theory.criterion.interval_state`: the interval
+    against :data:`FORGOTTEN_LEVEL` and 0)."""
     lines = []
     for _, row in table.iterrows():
         numbers = f"norm memory at the end {row['memory_end']:.2f}"
         if np.isfinite(row["lo"]):
             numbers += f" [95% {row['lo']:.2f}, {row['hi']:.2f}], {row['n_seeds']} seeds"
-        if np.isfinite(row["hi"]) and row["hi"] < FORGOTTEN_LEVEL:
-            state = "the effective learning rates of the alphas converged"
-        elif np.isfinite(row["lo"]) and row["lo"] > FORGOTTEN_LEVEL:
-            state = "the effective learning rates of the alphas stayed apart"
-        else:
-            state = "cannot tell at this size whether the effective learning rates converged"
+        state = NORM_STATE_SENTENCES[interval_state(row["memory_end"], row["lo"], row["hi"])]
         lines.append(f"{row['label']}: {state} ({numbers}; converged means {FORGETTING.name}).")
     return lines
 

@@ -72,6 +72,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--alpha", type=float, help="init scale to forget (default: the config's; 2 if that is 1)"
     )
     parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the gradient-scale probe (initmem.bridge.probe: 8 minibatches of the config's "
+        "model and local data at init, at alpha and 1) and its law line",
+    )
+    parser.add_argument(
         "--tol",
         type=float,
         help="absolute threshold on |ln eff_lr ratio| in place of the shared criterion "
@@ -202,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
             )
         notes += list(dict.fromkeys(f"caveat: {' '.join(str(w.message).split())}" for w in caveats))
         groups = group_predictions(config, alpha, args.probe_size) if args.groups else None
+        law = None if args.no_probe else probed_law(config, alpha)
     except (ConfigError, BridgeDataError, ValueError, OSError) as err:
         return fail(" ".join(str(err).split()))
     except OverflowError:
@@ -217,16 +224,60 @@ def run(args: argparse.Namespace) -> int:
             warnings=placeholder,
             notes=notes,
             config=config.to_dict(),
+            g_source=g_source(args),
         )
+        if law is not None:
+            out["law"] = {k: _clean(v) for k, v in law.items()}
         if groups is not None:
             out["parameter_groups"] = groups_dict(groups)
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
         text = format_report(config, report, notes)
+        if law is not None:
+            text += "\n" + format_law(config, alpha, law)
         if groups is not None:
             text += "\n\n" + format_groups(groups)
         print("\n".join([*(f"warning: {w}" for w in placeholder), text]))
     return 0
+
+
+def g_source(args) -> str:
+    """Where the mechanism table's gradient scale comes from, in words."""
+    if args.grad_sq_unit is not None or args.per_example_grad_sq_unit is not None:
+        return "given: --grad-sq-unit / --per-example-grad-sq-unit"
+    return "placeholder: |g_hat|^2 = 1 per example / batch_size per filter, not a measurement"
+
+
+def probed_law(config, alpha: float) -> dict:
+    """The normalized-weight laws with G probed at ``alpha`` and 1, decided by the one rule
+    (:func:`initmem.bridge.probe.law_forgetting`); where the probe cannot run (no local data, a
+    model that fails) its reason in ``g_source`` and NaN."""
+    from initmem.bridge.probe import failed_law, law_forgetting  # torch: the model and its data
+
+    try:
+        return law_forgetting(config, [1.0, alpha])
+    except Exception as err:  # the model, its data or a law: said in the output, not a stop
+        return failed_law(err)
+
+
+def format_law(config, alpha: float, law: dict) -> str:
+    """One line: the probed law's decision (theory.criterion) and its G source."""
+    state = law["state"]
+    if state == "forgotten":
+        said = (
+            f"forgotten at {law['forgetting_steps']:.0f} steps "
+            f"({law['forgetting_epochs']:.3g} epochs)"
+        )
+    elif state == "not forgotten":
+        said = f"not within the run: the schedule ends with memory {law['memory_end']:.3g}"
+    elif state == "reversed":
+        said = f"reversed: memory {law['memory_end']:.3g} at the end"
+    else:
+        said = state or "undefined"
+    return (
+        f"normalized-weight laws with G probed at alpha {alpha:g} and 1, layer mean, one decision "
+        f"(theory.criterion): {said}; g_source: {law['g_source']}"
+    )
 
 
 def group_predictions(config, alpha: float, probe_size: int):
@@ -393,7 +444,8 @@ def format_report(config, report, notes: list[str]) -> str:
     lines += [
         "",
         f"dominant (shortest forgetting time): {report.dominant}",
-        f"predicted forgetting time ({report.assumptions['forgetting']}): {time}",
+        f"predicted forgetting time ({report.assumptions['forgetting']}; each mechanism's slowest "
+        f"layer, G as below): {time}",
     ]
     if report.accumulated is not None:
         lines.append(format_accumulated(config.optimizer, report.accumulated))

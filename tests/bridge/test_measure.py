@@ -1,5 +1,7 @@
 """Measured forgetting times against curves with known e-fold times (closed form vs estimator)."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -86,12 +88,17 @@ def test_norm_memory_recovers_known_times(synthetic):
     first = curves[curves["epoch"] == 0]
     np.testing.assert_allclose(first["memory"], 1.0)
     np.testing.assert_allclose(first["log_ratio"], np.log(4.0), rtol=1e-12)
-    times = norm_forgetting_times(curves, n_boot=30)
+    times = norm_forgetting_times(curves)
     assert len(times) == 5 * 4  # 3 scaled layers + their scale-invariant mean, per pipeline
     for _, row in times.iterrows():
         tau = truth[row["pipeline"]].tau_norm
-        assert row["forgotten"]
-        assert row["tau_steps"] == pytest.approx(tau, rel=0.03)
+        assert row["forgotten"] and row["state"] == "forgotten"
+        # the one decision: the first evaluation (every 40 steps) with the seed mean <= 1/e; the
+        # exact curve is at 1/e at tau (a multiple of 40 but for tau = 100), so noise of 0.003 puts
+        # the crossing at the first evaluation at or after tau or at the next one
+        first = 40 * math.ceil(tau / 40)
+        assert first <= row["tau_steps"] <= first + 40
+        assert row["tau_fit_steps"] == row["tau_steps"]  # forgotten: no extrapolation
         assert row["tau_epochs"] == pytest.approx(row["tau_steps"] / 40)
         assert row["tau_lo_steps"] <= row["tau_steps"] <= row["tau_hi_steps"]
 

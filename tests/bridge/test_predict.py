@@ -106,7 +106,7 @@ def test_law_predicts_simulated_sgd_memory(law_sweep):
     # each run's law from its own logged G (constant here) is the exact recursion that wrote it
     assert np.max(np.abs(both["memory"] - both["memory_law"])) < 1e-9
     assert predicted["g_source"].str.startswith("gradient form").all()
-    times = norm_forgetting_times(measured, n_boot=0).merge(
+    times = norm_forgetting_times(measured).merge(
         predicted_times(predicted, pd.Series(40.0, index=runs["pipeline"].unique())),
         on=["pipeline", "layer"],
     )

@@ -15,6 +15,7 @@ from initmem.bridge.preregister import (
     predict_groups,
     write_predictions,
 )
+from initmem.bridge.probe import law_forgetting
 from initmem.empirical.config import RunConfig
 from initmem.empirical.models import default_model, parameter_groups
 
@@ -98,11 +99,21 @@ def test_every_parameter_is_in_one_group_and_each_group_has_its_law(tmp_path, mo
     assert table["parameters"].sum() == total
     assert table.loc["scale_invariant", "tensors"] == len(groups["scale_invariant"])
     assert table.loc["other", "steps"] == pytest.approx(lazy_decay_steps(c))
-    if groups["scale_invariant"]:
-        assert 0 < table.loc["scale_invariant", "steps"] < math.inf
+    if groups["scale_invariant"]:  # P1: the probed law, decided by the one rule
+        law = law_forgetting(c, [1.0, c.alpha])
+        assert table.loc["scale_invariant", "steps"] == law["forgetting_steps"]
+        assert table.loc["scale_invariant", "memory_end"] == pytest.approx(law["memory_end"])
+        assert 0 < law["memory_end"] < 1.5 and law["state"] in law_text(table)
+        assert table.loc["scale_invariant", "g_source"].startswith("probe at init: 8 minibatches")
     else:
         assert math.isnan(table.loc["scale_invariant", "steps"])
+        assert table.loc["scale_invariant", "g_source"] == "none"
+    assert (table.loc[["head", "other"], "g_source"] == "none").all()
     assert 0 < table.loc["other", "memory_fraction"] < 1.5
+
+
+def law_text(table) -> str:
+    return str(table.loc["scale_invariant", "law"])
 
 
 def test_predictions_are_written_before_training(tmp_path):

@@ -230,3 +230,28 @@ def test_theory_prints_the_accumulated_regularization_of_the_dry_run(tmp_path, c
     assert f"accumulated = {columns['accumulated']} " in printed
     for unit in ("explicit", "sgd_noise", "adam"):
         assert f"{unit} = {columns[unit]}" in printed, unit
+
+
+def test_theory_names_its_gradient_scale_and_probes_it(tmp_path, capsys):
+    """The mechanism table says its G is a placeholder; the probed law's line and JSON name the
+    probe (bridge.probe), and agree with law_forgetting called directly."""
+    from initmem.bridge.probe import law_forgetting
+    from initmem.empirical.config import RunConfig
+
+    path = tmp_path / "run.toml"
+    path.write_text(
+        'dataset = "cifar10-fixture"\ntrain_size = 16\nbatch_size = 4\nepochs = 20\n'
+        'width = 0.125\noptimizer = "adamw"\nlr = 0.01\nweight_decay = 0.5\nalpha = 8.0\n'
+        'device = "cpu"\n'
+    )
+    out = run_json(capsys, "--config", str(path))
+    assert out["g_source"].startswith("placeholder")
+    expected = law_forgetting(RunConfig.from_file(path), [1.0, 8.0])
+    assert out["law"]["state"] == expected["state"]
+    assert out["law"]["memory_end"] == pytest.approx(expected["memory_end"], rel=1e-12)
+    assert out["law"]["g_source"].startswith("probe at init: 8 minibatches of 4")
+    assert main(["theory", "--config", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "normalized-weight laws with G probed at alpha 8 and 1" in text
+    assert "g_source: probe at init" in text
+    assert "law" not in run_json(capsys, "--config", str(path), "--no-probe")
