@@ -115,8 +115,8 @@ def test_table_output(config_file, capsys):
     # the printed time says so with the memory the run leaves (never "never" for a schedule)
     assert "dominant (shortest forgetting time): none" in text
     assert (
-        "predicted forgetting time (norm memory m <= 1/e (e-fold time)): not within the run: "
-        "the schedule ends with memory 0.999" in text
+        "predicted forgetting time (norm memory m <= 1/e (e-fold time); each mechanism's slowest "
+        "layer, G as below): not within the run: the schedule ends with memory 0.999" in text
     )
     assert "sgd_noise       yes          inf       inf        99.9%  not within the run" in text
     assert "cosine schedule" in text
