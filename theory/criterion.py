@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_number
+from .checks import check_memory, check_number
 
 #: How a pipeline's memory combines its layers (module docstring, "Combining layers").
 LAYER_RULE = "mean over the scaled scale-invariant layers of each layer's norm memory"
@@ -99,8 +99,9 @@ class ForgettingCriterion:
         return self.level * abs(float(initial))
 
     def forgotten(self, memory: float) -> bool:
-        """Whether a memory value (1 at init) is at or below the level."""
-        return bool(memory <= self.level)
+        """Whether a memory value (1 at init) is at or below the level. NaN raises ValueError: a
+        NaN memory is neither forgotten nor kept (:func:`~initmem.theory.checks.check_memory`)."""
+        return bool(check_memory("memory", memory) <= self.level)
 
 
 #: The one meaning of "forgotten" in initmem (theory, report, bridge, study).

@@ -73,7 +73,7 @@ import math
 
 import numpy as np
 
-from .checks import check_integer, check_momentum, check_number
+from .checks import check_integer, check_momentum, check_number, check_optimizer
 
 #: Candidate units of forgetting, in the order the tables list them.
 UNITS = ("epochs", "steps", "explicit", "sgd_noise", "adam", "accumulated")
@@ -116,6 +116,7 @@ def unit_increments(
     lrs = np.asarray(check_number("lrs", lrs, nonempty=False))
     if lrs.ndim != 1:
         raise ValueError("lrs must be a 1-d sequence of learning rates, one per step")
+    check_optimizer(optimizer)
     check_integer("batch_size", batch_size)
     check_integer("steps_per_epoch", steps_per_epoch)
     check_momentum(momentum)

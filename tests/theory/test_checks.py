@@ -48,3 +48,12 @@ def test_a_signed_memory_passes_unchanged():
 def test_numbers_name_the_field_and_range(value, name):
     with pytest.raises(ValueError, match=rf"^{name} must be finite and > 0"):
         checks.check_number(name, value, strict=True)
+
+
+def test_the_criterion_refuses_a_nan_memory():
+    """A NaN memory is neither forgotten nor kept: the criterion raises instead of answering False."""
+    from initmem.theory.criterion import FORGETTING
+
+    assert FORGETTING.forgotten(0.3) and not FORGETTING.forgotten(0.5)
+    with pytest.raises(ValueError, match="neither forgotten nor kept"):
+        FORGETTING.forgotten(math.nan)

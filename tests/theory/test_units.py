@@ -82,6 +82,11 @@ def test_inv_init_sq_and_errors():
         units.unit_increments([0.1], optimizer="sgd", batch_size=1, steps_per_epoch=1, momentum=1.0)
     with pytest.raises(ValueError, match="batch_size"):
         units.unit_increments([0.1], optimizer="sgd", batch_size=0, steps_per_epoch=1)
+    # a mis-cased or unknown optimizer is refused, never read as SGD (whose momentum it would drop)
+    with pytest.raises(ValueError, match="names are lower case: 'sgd'"):
+        units.unit_increments([0.1], optimizer="SGD", batch_size=1, steps_per_epoch=1)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        units.unit_increments([0.1], optimizer="nadam", batch_size=1, steps_per_epoch=1)
 
 
 def test_norm_law_against_its_closed_form():
