@@ -26,9 +26,17 @@ Derivation, one law per group (each one's source is the theory module it calls):
 - (P2) ``other``, in the lazy (NTK) regime: the converged linearized predictor keeps the memory term
   ``m(x) = f0(x) - K_xX K^-1 f0(X)`` (Lee et al. 2019; :func:`initmem.theory.ntk.memory_term`) at any
   training length under gradient flow, so without decay the time is ``inf``; coupled L2 and decoupled
-  decay contract the init's part by ``1 - lr (l2 / (1 - mu) + wd)`` per step, an e-fold time of
-  ``1 / (lr (l2 / (1 - mu) + wd))`` steps (:func:`initmem.theory.ntk.forgetting_times`, its unseen
-  part, with momentum's heavy-ball factor). The row also gives ``memory_fraction``, ``|m| / |f0|`` on a
+  decay contract the decayed parameters by ``1 - kappa_t``, ``kappa_t = lr_t (l2 / (1 - mu) + wd)``,
+  at each step of the config's schedule (``lr_t``: ``lr`` times ``config.lr_multipliers()``; momentum's
+  heavy-ball factor for SGD), and a network of effective degree ``L`` in them keeps the memory
+  ``prod_t (1 - kappa_t)^L`` (identity (L1), :func:`initmem.theory.ntk.lazy_forgetting`); ``steps`` is
+  the first step with that at most 1/e, ``inf`` when no decay acts or the schedule ends first (the
+  law then says "not within the run" with the memory the schedule leaves), NaN for Adam-family with
+  coupled L2 (no closed form). ``L`` is measured on the model: Euler's identity's ratio
+  ``<J theta_0, f_0> / |f_0|^2`` over the probe outputs with only this group trainable
+  (:func:`initmem.theory.ntk.homogeneity_degree`, :func:`lazy_degree`), a positive real number
+  (exactly the layer count for a bias-free ReLU MLP); a non-positive one gives NaN with the reason.
+  The row also gives ``memory_fraction``, ``|m| / |f0|`` on a
   probe set, from the empirical NTK of this group's parameters at init (``torch.func``), computed in
   eval mode (BatchNorm with its initial running statistics): how much of the initial function the
   kernel cannot reach, the size of what (P2) says is kept. The lazy regime is the large-alpha limit
@@ -93,15 +101,32 @@ def pipeline_of(config: RunConfig):
     )
 
 
-def lazy_decay_steps(config: RunConfig) -> float:
-    """(P2): the e-fold time, in steps, of the init's part of the linearized predictor under the
-    config's decay, ``1 / (lr (l2 / (1 - mu) + wd))`` (``inf`` without decay). Adam-family optimizers
-    precondition the kernel, so the heavy-ball factor applies to SGD and RMSprop only."""
-    heavy_ball = config.optimizer in ("sgd", "rmsprop")
-    rate = config.lr * (
-        config.l2 / (1.0 - config.momentum if heavy_ball else 1.0) + config.weight_decay
+def lazy_decay(config: RunConfig, depth: float):
+    """(P2): the lazy memory term's forgetting under the config's decay and schedule,
+    :func:`initmem.theory.ntk.lazy_forgetting` (identity (L1): memory ``prod_t (1 - kappa_t)^depth``
+    over the config's per-step lr multipliers, forgotten at 1/e; ``inf`` when no decay acts or the
+    schedule ends first). ``depth``: the effective degree of the decayed parameters
+    (:func:`lazy_degree`)."""
+    from initmem.theory.ntk import lazy_forgetting
+
+    return lazy_forgetting(
+        config.lr,
+        depth=depth,
+        l2=config.l2,
+        weight_decay=config.weight_decay,
+        momentum=config.momentum,
+        optimizer=config.optimizer,
+        lr_multipliers=config.lr_multipliers(),
     )
-    return math.inf if rate <= 0 else 1.0 / rate
+
+
+def _probe_model(model, names: list[str]):
+    """A float64, eval-mode copy of ``model`` with only the parameters ``names`` trainable (the
+    caller's model keeps its flags)."""
+    probe = copy.deepcopy(model).double().eval()
+    for name, param in probe.named_parameters():
+        param.requires_grad_(name in names)
+    return probe
 
 
 def memory_fraction(model, names: list[str], x_train, x_test) -> float:
@@ -115,9 +140,7 @@ def memory_fraction(model, names: list[str], x_train, x_test) -> float:
 
     if not names:
         return math.nan
-    probe = copy.deepcopy(model).double().eval()  # the caller's model keeps its flags
-    for name, param in probe.named_parameters():
-        param.requires_grad_(name in names)
+    probe = _probe_model(model, names)
     # every output kept: rows ordered sample * k + output, as the flattened outputs below
     k_train = empirical_ntk(probe, x_train, trace_outputs=False).ntk
     k_test = empirical_ntk(probe, x_test, x_train, trace_outputs=False).ntk
@@ -126,6 +149,40 @@ def memory_fraction(model, names: list[str], x_train, x_test) -> float:
         f0_test = probe(x_test).reshape(-1).numpy()
     m = memory_term(k_train, k_test, f0_train, f0_test)
     return float(np.linalg.norm(m) / max(np.linalg.norm(f0_test), 1e-300))
+
+
+def lazy_degree(model, names: list[str], x) -> float:
+    """(P2)'s depth: the effective degree of the outputs on ``x`` in the parameters ``names``,
+    :func:`initmem.theory.ntk.homogeneity_degree` of
+    :func:`initmem.theory.empirical_kernels.init_outputs` on the float64 eval-mode probe model of
+    :func:`memory_fraction` (only ``names`` trainable); NaN for no parameters."""
+    from initmem.theory.empirical_kernels import init_outputs
+    from initmem.theory.ntk import homogeneity_degree
+
+    if not names:
+        return math.nan
+    return homogeneity_degree(*init_outputs(_probe_model(model, names), x))
+
+
+def _lazy_row_law(config: RunConfig, depth: float) -> tuple[float, str]:
+    """(P2)'s time in steps and its law text for the effective degree ``depth``: NaN when the
+    degree is not positive (no decay of the init's part to follow) or no closed form exists."""
+    if not depth > 0:
+        return math.nan, f"no prediction: the effective degree of these parameters is {depth:.4g}"
+    lazy = lazy_decay(config, depth)
+    if lazy.never:
+        said = "never: no decay acts"
+    elif math.isnan(lazy.steps):
+        said = lazy.formula
+    elif math.isinf(lazy.steps):
+        said = f"not within the run: the schedule ends with memory {lazy.memory_left:.3g}"
+    else:
+        said = f"forgotten at step {lazy.steps:g}"
+    law = (
+        f"m(x) = f0(x) - K_xX K^-1 f0(X) kept by gradient flow; decay over the {config.schedule} "
+        f"schedule with depth {depth:.4g} (homogeneity_degree): {lazy.formula}; {said}"
+    )
+    return lazy.steps, law
 
 
 def predict_groups(
@@ -141,7 +198,7 @@ def predict_groups(
     config's; 2 when that is 1) against 1. ``probe_size`` training and test images (from ``data``,
     the config's splits, read if not given) feed the NTK of (P2). ``memory_cache``: a dict that keeps
     (P2)'s memory fraction per model, init draw and data (:func:`memory_key`), so the pipelines of a
-    sweep that share them compute its NTK once; ``probe_cache`` the same for P1's probes of G
+    sweep that share them compute its NTK once (the entry: the fraction and (P2)'s effective degree); ``probe_cache`` the same for P1's probes of G
     (:func:`initmem.bridge.probe.probe_key`)."""
     # torch (the model, the data) and the theory's tables: loaded on first use
     from initmem.empirical.data import load_splits
@@ -215,25 +272,18 @@ def predict_groups(
     )
     key = memory_key(config, probe_size)
     if memory_cache is not None and key in memory_cache:
-        memory = memory_cache[key]
-    else:
-        memory = memory_fraction(model, other, x_train, x_test)  # draws no random numbers
+        memory, depth = memory_cache[key]
+    else:  # neither draws random numbers
+        memory = memory_fraction(model, other, x_train, x_test)
+        depth = lazy_degree(model, other, x_test)
         if memory_cache is not None:
-            memory_cache[key] = memory
-    table.append(
-        row(
-            "other",
-            other,
-            "lazy (NTK) memory term (P2)",
-            lazy_decay_steps(config),
-            "m(x) = f0(x) - K_xX K^-1 f0(X) kept by gradient flow; e-fold 1/(lr (l2/(1-mu) + wd))",
-            memory,
-        )
-    )
+            memory_cache[key] = (memory, depth)
+    steps, law = _lazy_row_law(config, depth)
+    table.append(row("other", other, "lazy (NTK) memory term (P2)", steps, law, memory))
     return GroupPredictions(alpha, config.hash, pd.DataFrame(table))
 
 
-#: Config fields that (P2)'s memory fraction depends on: the model, its init draw and the probe data
+#: Config fields that (P2)'s memory fraction and effective degree depend on: the model, its init draw and the probe data
 #: (the NTK is taken at the default init, before alpha; the pipeline does not enter it).
 MEMORY_FIELDS = DRAW_FIELDS
 
@@ -378,7 +428,8 @@ __all__ = [
     "preregister_sweep",
     "read_sweep_predictions",
     "sweep_pipelines",
-    "lazy_decay_steps",
+    "lazy_decay",
+    "lazy_degree",
     "memory_key",
     "memory_fraction",
     "pipeline_of",

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_integer, check_number, check_optimizer
+from .checks import check_number, check_optimizer
 from .criterion import FORGETTING
 from .kernels import Kernel
 
@@ -697,7 +697,7 @@ class LazyForgetting:
 def lazy_forgetting(
     lr: float,
     *,
-    depth: int,
+    depth: float,
     l2: float = 0.0,
     weight_decay: float = 0.0,
     momentum: float = 0.0,
@@ -712,18 +712,19 @@ def lazy_forgetting(
     or below 1/e (the shared criterion). ``lr_multipliers``: the schedule, one factor per step (the
     time is then the first step within it, ``inf`` if it ends first, and ``memory_left`` the memory
     at its end); None: constant ``lr``, ``steps = 1 / (depth * -ln(1 - kappa))`` (a real number).
-    ``depth``: the degree of homogeneity of the network in the decayed weights (``L`` weight layers
-    of a bias-free ReLU MLP). Adam-family with coupled ``l2``: NaN (no closed form). Units: steps.
+    ``depth``: the effective degree, real, from :func:`homogeneity_degree` (the degree of
+    homogeneity of the network in the decayed weights: ``L`` for ``L`` weight layers of a bias-free
+    ReLU MLP; any positive real number for a network that is not homogeneous). Adam-family with coupled ``l2``: NaN (no closed form). Units: steps.
     Derived here (module docstring, (L1)); tested against float64 simulations of 2- and 3-layer nets.
     """
     check_optimizer(optimizer)
     lr = check_number("lr", lr, strict=True)
-    depth = check_integer("depth", depth)
+    depth = check_number("depth", depth, strict=True)
     l2 = check_number("l2", l2)
     weight_decay = check_number("weight_decay", weight_decay)
     momentum = check_number("momentum", momentum, high=1.0)
     mults = None if lr_multipliers is None else check_number("lr_multipliers", lr_multipliers)
-    formula = f"memory = prod_t (1 - lr_t (l2/(1-mu) + wd))^{depth}, forgotten at 1/e (L1)"
+    formula = f"memory = prod_t (1 - lr_t (l2/(1-mu) + wd))^{depth:.4g}, forgotten at 1/e (L1)"
     if optimizer != "sgd" and l2 > 0:
         reason = "no closed form: an adaptive optimizer divides coupled L2 by sqrt(v)"
         return LazyForgetting(math.nan, math.nan, math.nan, False, reason)

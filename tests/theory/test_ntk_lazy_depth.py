@@ -137,6 +137,29 @@ def test_lazy_forgetting_never_and_no_closed_form():
             lazy_forgetting(1e-2, **kwargs)
 
 
+def test_lazy_forgetting_takes_a_real_depth():
+    """A non-integer effective degree (homogeneity_degree of a network that is not homogeneous):
+    the memory is prod_t (1 - kappa_t)^depth, multiplied out step by step (1e-12 relative), and
+    the time is the first step of that product at or below 1/e (inf when the cosine schedule ends
+    first); constant lr: 1 / (depth kappa')."""
+    depth, lr, mu = 1.37, 0.05, 0.5
+    mults = lr_multipliers(400, 40, "cosine", warmup_epochs=1)
+    for l2, forgets in ((2e-2, False), (5e-2, True)):
+        law = lazy_forgetting(lr, depth=depth, l2=l2, momentum=mu, lr_multipliers=mults)
+        memory, crossing = 1.0, math.inf
+        for t, m in enumerate(mults):
+            memory *= (1.0 - lr * m * l2 / (1.0 - mu)) ** depth
+            if math.isinf(crossing) and memory <= math.exp(-1):
+                crossing = t + 1
+        assert law.memory_left == pytest.approx(memory, rel=1e-12)
+        assert law.steps == crossing and math.isfinite(crossing) == forgets
+    l2 = 2e-2
+    constant = lazy_forgetting(lr, depth=depth, weight_decay=l2)
+    assert constant.steps == pytest.approx(1.0 / (depth * -math.log1p(-lr * l2)), rel=1e-12)
+    with pytest.raises(ValueError, match="depth"):
+        lazy_forgetting(lr, depth=-0.5, l2=l2)
+
+
 def test_homogeneity_degree_is_the_depth_by_eulers_identity():
     """Bias-free ReLU MLPs of 2 and 3 layers (torch, float64): the degree from their outputs and
     J theta_0 (init_outputs) is the depth to 1e-10; biases (degree 1 and 2 parts mixed) make it
