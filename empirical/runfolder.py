@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import functools
 import itertools
 import json
 import os
@@ -60,6 +59,7 @@ from typing import IO, Any
 import numpy as np
 
 from .config import RunConfig
+from .provenance import initmem_version, provenance, utc_now
 
 #: Files a run writes (a folder holding any of them already holds a run).
 RUN_FILES = (
@@ -370,8 +370,10 @@ class RunFiles:
         config: RunConfig,
         data_description: dict[str, Any],
         model_description: dict[str, Any] | None = None,
+        device: str = "cpu",
     ) -> None:
-        """Create the folder, write ``config.json``, drop any log or predictions of an older attempt."""
+        """Create the folder, write ``config.json`` (with the run's :func:`~.provenance.provenance`
+        on ``device``), drop any log or predictions of an older attempt."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.clear()
         payload = {
@@ -382,6 +384,8 @@ class RunFiles:
         }
         if model_description is not None:
             payload["model"] = model_description
+        payload["provenance"] = provenance(config.to_dict(), device)
+        payload["started_at"] = utc_now()  # the first start (a resume keeps config.json)
         write_atomic(self.path("config.json"), json.dumps(payload, indent=2) + "\n")
         self._set_records([])
 
@@ -540,16 +544,9 @@ def _write_parquet(columns: dict[str, list], path: Path, run_hash: str | None = 
         pq.write_table(table, fh)
 
 
-@functools.lru_cache(maxsize=1)
 def _version() -> str:
-    """The installed initmem version (looked up once per process: the lookup scans the metadata)."""
-    try:
-        # deferred: only this rarely used path needs it
-        from importlib.metadata import version
-
-        return version("initmem")
-    except Exception:  # not installed (running from a checkout)
-        return "unknown"
+    """The installed initmem version (:func:`~.provenance.initmem_version`)."""
+    return initmem_version()
 
 
 # ====================================================================== reading the logs

@@ -64,6 +64,7 @@ from initmem.deprecation import moved
 from . import backends, loggers, runfolder
 from .config import ConfigError, RunConfig, unknown_field_message
 from .deprecated import DEPRECATED
+from .provenance import plugin_sources
 from .sessions import SessionClock
 from .workers import DEFAULT_TRAINER, resolve_trainer
 
@@ -446,6 +447,12 @@ def prepare_sweep(
         old = [{"hash": r.hash, "variant": r.variant} for r in read_manifest(sweep_dir)]
         if [(e["hash"], e["variant"]) for e in old] != [(r.hash, r.variant) for r in runs]:
             common = len({e["hash"] for e in old} & {r.hash for r in runs})
+            if (changed := _plugins_changed(sweep_dir, runs)) is not None:
+                raise SweepError(
+                    f"{sweep_dir}: {changed} since its runs were listed, so every run of it is "
+                    "another run now; pass --update (update=True) to train them beside the old ones "
+                    "(report and study then read the new), or restore the plug-in"
+                )
             raise SweepError(
                 f"{sweep_dir} holds a different sweep ({len(old)} runs, {common} in common with this "
                 f"one of {len(runs)}); pass update=True (--update) to replace its manifest, keeping "
@@ -455,6 +462,23 @@ def prepare_sweep(
     runfolder.write_atomic(sweep_dir / "sweep.toml", spec.source or spec.to_toml())
     runfolder.write_atomic(manifest_path, json.dumps(manifest, indent=1) + "\n")
     return runs
+
+
+def _plugins_changed(sweep_dir: Path, runs: list[SweepRun]) -> str | None:
+    """When the folder's manifest lists the same configs as ``runs`` but under other hashes because
+    a plug-in's source changed: which plug-in (one phrase); else None."""
+    try:
+        listed = json.loads((sweep_dir / "manifest.json").read_text())
+        before = [{k: v for k, v in e["config"].items() if k != "out_dir"} for e in listed]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    now = [{k: v for k, v in r.config.to_dict().items() if k != "out_dir"} for r in runs]
+    if before != now or not runs:
+        return None
+    names = sorted(
+        {r.config.to_dict()[f] for r in runs for f in plugin_sources(r.config.to_dict())}
+    )
+    return f"the source of plug-in {', '.join(names)} changed" if names else None
 
 
 def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
@@ -507,7 +531,9 @@ def _foreign_manifest(sweep_dir: Path, runs: list[SweepRun]) -> str | None:
         expanded = {run.hash for run in spec.iter_runs(progress=False)}
     except (ValueError, OSError):  # a sweep.toml that cannot be read: the manifest stands alone
         return None
-    stray = [run.hash for run in runs if run.hash not in expanded]
+    # each run's hash taken now, as the expansion's: a plug-in edited since the sweep was prepared
+    # changes both alike (the manifest keeps the hashes its runs were trained under)
+    stray = [run.hash for run in runs if run.config.hash not in expanded]
     if not stray:
         return None
     return (

@@ -105,6 +105,12 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
             clear_failure(run_dir)  # a retry of a failed run
             try:
                 config = RunConfig.from_dict(task["config"])
+                if config.hash != task["hash"]:  # the config is the same: a plug-in's source is not
+                    raise ValueError(
+                        f"the source of a plug-in of run {task['hash']} changed since its sweep "
+                        f"listed it (its hash is {config.hash} now); rerun `initmem sweep run` "
+                        "(with --update to train the edited plug-in's runs)"
+                    )
                 returned = resolve_trainer(trainer)(config)
                 result = read_result(run_dir)
                 if result is None:  # a trainer that does not write result.json itself
