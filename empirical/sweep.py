@@ -51,6 +51,7 @@ import importlib.resources
 import itertools
 import json
 import math
+import multiprocessing
 import shlex
 import sys
 import warnings
@@ -648,6 +649,14 @@ def pack_tasks(tasks: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
 
 
 # ====================================================================== the driver
+#: Why run_sweep refuses to run inside a worker that is starting (the script has no main guard).
+MAIN_GUARD_MESSAGE = (
+    "run_sweep was called while a sweep worker process was starting: the worker re-imports the "
+    "script that started the sweep, which calls run_sweep again; put the call under "
+    '`if __name__ == "__main__":` (README, "Sweeps from a script")'
+)
+
+
 def run_sweep(
     spec: SweepSpec | str | Path,
     sweep_dir: str | Path,
@@ -677,6 +686,8 @@ def run_sweep(
     the sweep's runs once the folder is prepared and every check has passed, before any run trains
     (``initmem sweep run`` writes the pre-registered predictions there).
     """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SweepError(MAIN_GUARD_MESSAGE)
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_file(spec)
     options = spec.options
@@ -731,6 +742,8 @@ def run_sweep(
         )
         ended_by = "finished"
         return status
+    except backends.WorkerStartError as err:
+        raise SweepError(str(err)) from None
     finally:  # a call that finds every run finished trains nothing and records nothing
         if unfinished or ended_by != "finished":
             clock.stop(sweep_dir, ended_by=ended_by)

@@ -752,3 +752,41 @@ def test_expansion_is_lazy_and_counted_without_expanding(capsys):
     small = SweepSpec.from_toml(SWEEP)
     assert [r.hash for r in small.iter_runs(progress=True)] == [r.hash for r in small.expand()]
     assert f"expanding sweep {small.name}" in capsys.readouterr().err
+
+
+def test_a_script_without_the_main_guard_is_one_clear_error_not_a_restart_loop(tmp_path):
+    """Issue 37, 5: ``run_sweep`` at a script's top level. The spawned worker re-imports the script,
+    whose run_sweep refuses to start a sweep inside a starting worker; the driver stops after
+    ``WORKER_START_ATTEMPTS`` pools with one error naming the guard (it restarted forever before)."""
+    path = write_sweep(
+        tmp_path,
+        """
+        [base]
+        dataset = "cifar10-fixture"
+        batch_size = 4
+        epochs = 1
+        [grid]
+        alpha = [1.0, 2.0]
+        """,
+    )
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "from initmem.empirical.sweep import run_sweep\n"
+        f"run_sweep({str(path)!r}, {str(tmp_path / 'out')!r}, trainer={FAKE!r}, workers=1, "
+        "progress=False)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "SweepError: the sweep's worker processes died 3 times before taking any run" in last
+    assert 'if __name__ == "__main__":' in last
+    assert "run_sweep was called while a sweep worker process was starting" in done.stderr
+    assert time.monotonic() - started < 300
+    guarded = tmp_path / "guard.py"
+    body = script.read_text().splitlines()
+    guarded.write_text(f'{body[0]}\nif __name__ == "__main__":\n    {body[1]}\n')
+    assert subprocess.run([sys.executable, str(guarded)], env=env, timeout=300).returncode == 0
