@@ -271,3 +271,18 @@ def test_workers_give_the_same_table():
     one = calibrate.calibrate(design, 4, n_boot=20).scores
     two = calibrate.calibrate(design, 4, n_boot=20, workers=2).scores
     pd.testing.assert_frame_equal(one, two)
+
+
+def test_workers_beyond_the_cpus_are_capped_with_a_warning(monkeypatch):
+    """Issue 37, 9: ``--workers 99999`` forked that many processes; now capped at the CPU count,
+    said once, and the table is the one of a single worker."""
+    from initmem.empirical import backends
+
+    monkeypatch.setattr(backends, "available_cpus", lambda: 2)
+    design = _design(n_pipelines=3)
+    with pytest.warns(
+        calibrate.WorkersCappedWarning, match="workers = 99999 capped at 2"
+    ) as caught:
+        many = calibrate.calibrate(design, 4, n_boot=20, workers=99999).scores
+    assert len(caught) == 1
+    pd.testing.assert_frame_equal(many, calibrate.calibrate(design, 4, n_boot=20).scores)
