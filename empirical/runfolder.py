@@ -58,7 +58,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from .config import RunConfig
+from .config import RunConfig, config_hash
+from .plugins import is_plugin
 from .provenance import initmem_version, provenance, utc_now
 
 #: Files a run writes (a folder holding any of them already holds a run).
@@ -733,6 +734,12 @@ def run_damage(run_dir: str | Path, run_hash: str | None = None) -> str:
                 f"holds the config of run {recorded}, not of {run_hash}",
                 DAMAGED_RUN_FIX.format(run_dir=shlex.quote(str(run_dir))),
             )
+        if (edited := _config_not_its_hash(run_dir / "config.json")) is not None:
+            raise DamagedFileError(
+                run_dir / "config.json",
+                edited,
+                DAMAGED_RUN_FIX.format(run_dir=shlex.quote(str(run_dir))),
+            )
         result = read_result(run_dir)
         if result is None:
             return ""
@@ -746,6 +753,36 @@ def run_damage(run_dir: str | Path, run_hash: str | None = None) -> str:
     except DamagedFileError as err:
         return str(err)
     return ""
+
+
+def _config_not_its_hash(path: Path) -> str | None:
+    """Why a config.json's config does not give its own recorded hash (edited after the run
+    started), or None: the hash of the recorded config, with the plug-in digests its provenance
+    records (:func:`~.config.identity`). Not checked for a plug-in run that records no digest
+    (written before provenance existed)."""
+    try:
+        payload = json.loads(path.read_text())
+        values, recorded = payload["config"], payload["hash"]
+        if not isinstance(values, dict):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: recorded_hash says so
+    plugins = ((payload.get("provenance") or {}).get("plugins")) or {}
+    sources = {f: e.get("sha256") for f, e in plugins.items() if isinstance(e, dict)}
+    user_code = [
+        v
+        for f in ("model", "dataset")
+        if is_plugin(v := values.get(f)) and not v.startswith("torchvision:")
+    ]
+    if user_code and not sources:
+        return None
+    computed = config_hash(values | {"plugin_sources": sources} if sources else values)
+    if computed == recorded:
+        return None
+    return (
+        f"its config gives hash {computed}, not the {recorded} it records (edited after the run "
+        "started?)"
+    )
 
 
 def _check_logs(run_dir: Path, result: dict[str, Any], run_hash: str | None) -> None:

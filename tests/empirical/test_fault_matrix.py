@@ -557,3 +557,19 @@ def test_a_builtin_run_keeps_its_hash():
 
 #: ``RunConfig().hash`` on 9972a41, before provenance existed.
 BUILTIN_DEFAULT_HASH = "9089e546a09a26c3"
+
+
+def test_a_config_json_edited_after_the_run_is_flagged(sweep, baseline):
+    """Issue 37, 13: a finished run whose config.json's config no longer gives the hash it records
+    (alpha edited by hand) is a damaged run, named with one warning; the others are unchanged."""
+    runs = read_manifest(sweep)
+    path = runs[0].run_dir(sweep) / "config.json"
+    payload = json.loads(path.read_text())
+    payload["config"]["alpha"] = 16.0
+    path.write_text(json.dumps(payload, indent=2))
+    assert "its config gives hash" in runfolder.run_damage(path.parent, runs[0].hash)
+    frame, lines, _ = analyse(sweep)
+    assert len(lines) == 1 and f"skipping damaged run {runs[0].hash}" in lines[0]
+    assert "config.json" in lines[0] and "its config gives hash" in lines[0]
+    kept = numbers(frame)
+    assert kept == {h: v for h, v in baseline.items() if h != runs[0].hash}
