@@ -573,3 +573,22 @@ def test_a_config_json_edited_after_the_run_is_flagged(sweep, baseline):
     assert "config.json" in lines[0] and "its config gives hash" in lines[0]
     kept = numbers(frame)
     assert kept == {h: v for h, v in baseline.items() if h != runs[0].hash}
+
+
+def test_a_run_trained_on_other_data_than_its_pipeline_is_named(sweep, baseline, capsys):
+    """Issue 37, 7: one run's data fingerprint (the labels' digest config.json records) differs from
+    the other runs' of its pipeline, as when a plug-in's data changes between calls: report (and
+    every reader of load_sweep: bridge, study) names that run in one warning; the numbers stay."""
+    runs = read_manifest(sweep)
+    path = runs[1].run_dir(sweep) / "config.json"
+    payload = json.loads(path.read_text())
+    payload["data"]["train_labels_sha256"] = "0" * 64
+    path.write_text(json.dumps(payload, indent=2))
+    frame, lines, categories = analyse(sweep)
+    assert categories == ["MixedDataWarning"]
+    assert (
+        f"run {runs[1].hash}" in lines[0] and "trained on other data than the other 4" in lines[0]
+    )
+    assert numbers(frame) == baseline
+    status, err = _cli(["report", str(sweep)], capsys)
+    assert status == 0 and sum(f"run {runs[1].hash}" in line for line in err) == 1
