@@ -782,6 +782,7 @@ def _run_prepared(
     from tqdm.auto import tqdm  # about 0.1 s; parsing a sweep and its status show no bar
 
     counts = {"diverged": 0, "failed": 0, "locked": 0}
+    logger_errors: list[tuple[str, str]] = []  # (hash, message) of runs whose worker could not log
     by_hash = {r.hash: r for r in runs}
     axes = list(dict.fromkeys([*spec.grid, *(k for v in spec.variants for k in v.grid)]))
     bar = tqdm(
@@ -804,6 +805,8 @@ def _run_prepared(
         ):
             if outcome["status"] in counts:
                 counts[outcome["status"]] += 1
+            if outcome.get("logger_error"):
+                logger_errors.append((outcome["hash"], outcome["logger_error"]))
             if outcome["status"] != "locked":
                 bar.update(1)
                 clock.trained()
@@ -815,6 +818,8 @@ def _run_prepared(
             bar.set_postfix(postfix)
     finally:
         bar.close()
+    if logger is not None:
+        _log_finished_runs(runs, sweep_dir, logger, logger_errors)
     try:
         listed = {run.hash for run in read_manifest(sweep_dir)}
     except (runfolder.DamagedFileError, SweepError):
@@ -828,6 +833,45 @@ def _run_prepared(
             stacklevel=2,
         )
     return sweep_status(sweep_dir, runs)
+
+
+class LoggerWarning(UserWarning):
+    """A sweep's logger could not write some runs' event files."""
+
+
+def _log_finished_runs(
+    runs: list[SweepRun], sweep_dir: str | Path, logger: str, worker_errors: list[tuple[str, str]]
+) -> None:
+    """The logger's files of every finished run that lacks them, written here by the driver (a run
+    finished before the logger was asked for, or whose worker could not log); one
+    :class:`LoggerWarning` names the workers' failures, another the driver's own."""
+    if worker_errors:
+        first_hash, first = worker_errors[0]
+        warnings.warn(
+            f"logger {logger} failed in the workers of {len(worker_errors)} runs (first "
+            f"{first_hash}: {first}); the driver writes their files instead",
+            LoggerWarning,
+            stacklevel=3,
+        )
+    failed = []
+    for run in runs:
+        run_dir = run.run_dir(sweep_dir)
+        if runfolder.run_state(run_dir) not in runfolder.FINISHED_STATES:
+            continue
+        if loggers.event_files(run_dir):
+            continue
+        try:
+            loggers.write_events(run_dir, logger)
+        except Exception as err:  # noqa: BLE001 - the runs are finished; the failure is said once
+            failed.append((run.hash, f"{type(err).__name__}: {' '.join(str(err).split())}"))
+    if failed:
+        warnings.warn(
+            f"logger {logger} could not write the event files of {len(failed)} finished runs "
+            f"(first {failed[0][0]}: {failed[0][1]}); rerun `initmem sweep run` once it works to "
+            "write them",
+            LoggerWarning,
+            stacklevel=3,
+        )
 
 
 def _outcome_line(

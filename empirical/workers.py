@@ -205,18 +205,23 @@ def _failed_outcome(task: dict[str, Any], start: float) -> Outcome:
 
 def _finished_outcome(task: dict[str, Any], result: dict[str, Any], start: float) -> Outcome:
     message = str(result.get("reason") or "")
+    logger_error = None
     if task.get("logger"):  # the sweep's logging hook: from the finished run's log
         try:
             write_events(task["run_dir"], task["logger"])
         except Exception as err:  # noqa: BLE001 - the run is finished; the logger's failure is said
-            message = (f"{message}; " if message else "") + f"logger {task['logger']} failed: {err}"
-    return {
+            logger_error = f"logger {task['logger']} failed: {type(err).__name__}: {err}"
+            message = (f"{message}; " if message else "") + logger_error
+    outcome = {
         "hash": task["hash"],
         "variant": task["variant"],
         "status": str(result.get("status", "completed")),
         "message": message,
         "wall_s": time.monotonic() - start,
     }
+    if logger_error is not None:  # the driver warns (run_sweep) and writes the file itself
+        outcome["logger_error"] = " ".join(logger_error.split())
+    return outcome
 
 
 def _result_dict(returned: Any, task: dict[str, Any]) -> dict[str, Any]:
