@@ -51,7 +51,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.empirical.config import RunConfig
+from initmem.empirical.config import ConfigError, RunConfig
+from initmem.empirical.plugins import PluginError
 from initmem.empirical.provenance import utc_now
 
 #: Parameter groups of the table, in order.
@@ -137,7 +138,7 @@ def predict_groups(
     sweep that share them compute its NTK once."""
     # torch (the model, the data) and the theory's tables: loaded on first use
     from initmem.empirical.data import load_splits
-    from initmem.empirical.models import default_model, parameter_groups
+    from initmem.empirical.models import check_alpha_groups, default_model, parameter_groups
     from initmem.theory.forgetting import predict_forgetting
 
     config.validate()
@@ -145,6 +146,8 @@ def predict_groups(
     if alpha == 1.0:
         alpha = 2.0
     model = default_model(config)
+    if not config.allow_empty_alpha_groups:  # the trainer's check, before any run trains
+        check_alpha_groups(model, config)
     groups = parameter_groups(model)
     params = dict(model.named_parameters())
     invariant, head = groups["scale_invariant"], groups["head"]
@@ -400,6 +403,11 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
                         f" ({provenance_label(clock['runs_started_before'])}: not pre-registered)"
                     )
                 lines.append(line)
+            except (PluginError, ConfigError) as err:  # every run would fail on it: stop now
+                raise type(err)(
+                    f"{' '.join(str(err).split())} (pipeline {p.variant}, found while writing its "
+                    "predictions; no run was started)"
+                ) from None
             except Exception as err:  # any failure of the model, data or laws: a note, not a stop
                 row["note"] = f"not computed: {type(err).__name__}: {' '.join(str(err).split())}"
                 lines.append(f"note: predictions for {p.variant} {row['note']}")

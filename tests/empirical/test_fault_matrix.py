@@ -23,7 +23,13 @@ import pytest
 
 from initmem.empirical import runfolder
 from initmem.empirical.config import RunConfig
-from initmem.empirical.sweep import SweepSpec, prepare_sweep, read_manifest, sweep_status
+from initmem.empirical.sweep import (
+    SweepError,
+    SweepSpec,
+    prepare_sweep,
+    read_manifest,
+    sweep_status,
+)
 from initmem.empirical.tables import finished_runs, load_epochs, load_layers, load_sweep
 from initmem.empirical.trainer import train
 from initmem.empirical.workers import execute_run
@@ -592,3 +598,58 @@ def test_a_run_trained_on_other_data_than_its_pipeline_is_named(sweep, baseline,
     assert numbers(frame) == baseline
     status, err = _cli(["report", str(sweep)], capsys)
     assert status == 0 and sum(f"run {runs[1].hash}" in line for line in err) == 1
+
+
+PLUGIN_SWEEP = """
+name = "plugin-faults"
+[base]
+dataset = "faulty_plugin:stripes"
+model = "faulty_plugin:{model}"
+train_size = 16
+val_size = 4
+batch_size = 4
+epochs = 1
+lr = 0.05
+quiet = true
+[grid]
+alpha = [1.0, 8.0]
+seed = [0, 1]
+"""
+
+
+def test_a_sweep_stops_before_any_run_when_its_predictions_find_an_empty_group(
+    faulty_plugin, tmp_path, capsys
+):
+    """Issue 37, 1 and Low: the pre-registration builds each pipeline's model; an alpha group
+    holding none of its parameters stops ``sweep run`` with one error line before any run starts
+    (it launched every run, each failing alike)."""
+    from initmem.cli import main
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(PLUGIN_SWEEP.format(model="plain_mlp") + 'alpha_groups = [["norm"]]\n')
+    out = tmp_path / "out"
+    assert main(["sweep", "run", str(path), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: alpha_groups: group 'norm' holds no")
+    assert "no run was started" in err[0]
+    assert not list(out.glob("runs/*/config.json"))
+
+
+def test_a_plugin_edited_between_sweep_calls_is_named_and_the_old_runs_still_read(
+    faulty_plugin, tmp_path
+):
+    """Issue 37, 4 and 7: the runs of a sweep are listed under the plug-in's source digest; after
+    an edit the next ``sweep run`` says which plug-in changed (one line, not "a different sweep"),
+    and the folder's manifest still reads (report and study read the runs that were trained)."""
+    spec = SweepSpec.from_toml(PLUGIN_SWEEP.format(model="net"))
+    out = tmp_path / "out"
+    before = [r.hash for r in prepare_sweep(spec, out)]
+    source = faulty_plugin.folder / "faulty_plugin.py"
+    source.write_text(source.read_text().replace("WIDTH = 4", "WIDTH = 16"))
+    with pytest.raises(
+        SweepError, match="the source of plug-in faulty_plugin:net, faulty_plugin:stripes changed"
+    ):
+        prepare_sweep(spec, out)
+    assert [r.hash for r in read_manifest(out)] == before
+    after = [r.hash for r in prepare_sweep(spec, out, update=True)]
+    assert not set(after) & set(before)
