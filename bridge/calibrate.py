@@ -311,7 +311,9 @@ def rate_table(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def error_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Truth x verdict -> ``n``, ``wrong`` (count), ``error`` (rate), ``lo``, ``hi`` (Wilson 95%)."""
+    """Truth x verdict -> ``n``, ``wrong`` (count), ``error`` (rate), ``lo``, ``hi`` (Wilson 95%),
+    and ``cannot_tell``, the rate of replicas whose verdict named nothing (a low error with a high
+    ``cannot_tell`` is a verdict that never decides, not a good one)."""
     rows = []
     for (truth, verdict), group in scores.groupby(["truth", "verdict"], sort=False):
         n, k = len(group), int(group["wrong"].sum())
@@ -325,6 +327,7 @@ def error_table(scores: pd.DataFrame) -> pd.DataFrame:
                 "error": k / n,
                 "lo": lo,
                 "hi": hi,
+                "cannot_tell": float((group["said"].astype(str) == "cannot tell").mean()),
             }
         )
     return pd.DataFrame(rows)
