@@ -206,6 +206,11 @@ def check_alpha_groups(model: nn.Module, config: RunConfig) -> None:
     """Raise :class:`~.config.ConfigError` if a group of ``config.alpha_groups`` holds no parameter
     of ``model`` (then alpha would change nothing there)."""
     sizes = group_sizes(model)
+    if sizes["all"] == 0:
+        raise ConfigError(
+            f"model {config.model!r} has no parameters: there is nothing to train or to scale by "
+            "alpha (does its function return the module it builds, with its layers?)"
+        )
     empty = [group for group in config.alpha_groups if sizes.get(group, 0) == 0]
     if empty:
         held = [g for g in ALPHA_GROUPS if sizes.get(g, 0) > 0]

@@ -586,6 +586,8 @@ class Trainer:
         named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
         if not named:
             total = sum(1 for _ in self.model.parameters())
+            if total == 0:
+                raise ValueError(f"model {config.model!r} has no parameters: nothing to train")
             raise ValueError(
                 f"model {config.model!r} has no trainable parameter ({total} parameter tensors, all "
                 "frozen: requires_grad False); unfreeze at least one"

@@ -394,6 +394,10 @@ def plain_mlp(config):
     return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
 
 
+def no_parameters(config):
+    return nn.Sequential(nn.Flatten(), nn.Identity())
+
+
 def raises(config):
     raise ValueError("width must be a power of two")
 '''
@@ -451,6 +455,7 @@ ERRORS = {
     "three_d": "must return logits of shape (batch, classes) = (2, 10)",
     "float64": "parameters must be float32 (found torch.float64)",
     "raises": "model = 'faulty_plugin:raises': the plug-in raised ValueError: width must be",
+    "no_parameters": "model 'faulty_plugin:no_parameters' has no parameters: there is nothing to",
 }
 
 
