@@ -605,21 +605,12 @@ def test_a_run_trained_on_other_data_than_its_pipeline_is_named(sweep, baseline,
     assert status == 0 and sum(f"run {runs[1].hash}" in line for line in err) == 1
 
 
-PLUGIN_SWEEP = """
-name = "plugin-faults"
-[base]
-dataset = "faulty_plugin:stripes"
-model = "faulty_plugin:{model}"
-train_size = 16
-val_size = 4
-batch_size = 4
-epochs = 1
-lr = 0.05
-quiet = true
-[grid]
-alpha = [1.0, 8.0]
-seed = [0, 1]
-"""
+#: The runs of PLUGIN_RUN as a sweep over alpha and seed.
+PLUGIN_SWEEP = (
+    'name = "plugin-faults"\n[base]'
+    + PLUGIN_RUN.format(data="stripes", model="faulty_plugin:{model}")
+    + "[grid]\nalpha = [1.0, 8.0]\nseed = [0, 1]\n"
+)
 
 
 def test_a_sweep_stops_before_any_run_when_its_predictions_find_an_empty_group(
