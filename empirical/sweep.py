@@ -809,7 +809,8 @@ def _run_prepared(
                 logger_errors.append((outcome["hash"], outcome["logger_error"]))
             if outcome["status"] != "locked":
                 bar.update(1)
-                clock.trained()
+                if not outcome.get("already_finished"):  # another driver's run is not ours
+                    clock.trained()
                 if progress:
                     bar.write(_outcome_line(outcome, by_hash[outcome["hash"]], axes, sweep_dir))
             postfix = {"diverged": counts["diverged"], "failed": counts["failed"]}

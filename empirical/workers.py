@@ -101,6 +101,8 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
         if not acquired:
             return _locked_outcome(task)
         result = read_result(run_dir, discard_damaged=True)  # a damaged result: train it again
+        if result is not None:  # finished meanwhile (another driver): not trained by this call
+            return _finished_outcome(task, result, start) | {"already_finished": True}
         if result is None:
             clear_failure(run_dir)  # a retry of a failed run
             try:

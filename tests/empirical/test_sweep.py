@@ -790,3 +790,30 @@ def test_a_script_without_the_main_guard_is_one_clear_error_not_a_restart_loop(t
     body = script.read_text().splitlines()
     guarded.write_text(f'{body[0]}\nif __name__ == "__main__":\n    {body[1]}\n')
     assert subprocess.run([sys.executable, str(guarded)], env=env, timeout=300).returncode == 0
+
+
+def test_calls_at_the_same_time_count_their_overlap_once_and_no_run_twice(tmp_path):
+    """Issue 37, Low: two concurrent ``sweep run`` calls on a 16-run sweep were stated as "28 runs
+    trained" and the sum of both calls' times. The time now covers the union of the calls (an
+    independent count: 0-600 s and 300-900 s cover 900 s), and a run that another driver finished
+    is not counted as trained by this one."""
+    calls = [
+        Session("2026-01-01T00:00:00+00:00", 600.0, 0, 10, 2.0, 3.0, 4, 2),
+        Session("2026-01-01T00:05:00+00:00", 600.0, 0, 6, 2.0, 3.0, 4, 2),
+        Session("2026-01-01T02:00:00+00:00", 60.0, 16, 0, 2.0, 3.0, 4, 2),
+    ]
+    text = sessions_sentence(calls)
+    assert "took 16.0 minutes of wall time" in text and "16 runs trained" in text
+    assert "Some calls ran at the same time" in text
+    path = write_sweep(
+        tmp_path, "[base]\ndataset = 'cifar10-fixture'\nbatch_size = 4\n[grid]\nseed = [0, 1]\n"
+    )
+    out = tmp_path / "out"
+
+    def other_driver(runs):  # trains the first run after this call listed it as unfinished
+        execute_run(runs[0].task(out), FAKE)
+
+    status = run_sweep(path, out, trainer=FAKE, progress=False, before_training=other_driver)
+    assert status.completed == 2
+    (record,) = read_sessions(out)
+    assert (record.runs_before, record.runs_trained) == (0, 1)
