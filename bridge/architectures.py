@@ -245,7 +245,7 @@ def sweep_predictions(sweep_dir: Path, manifest, *, compute_missing: bool = True
     table and notes for pipelines without any."""
     found = preregister.read_sweep_predictions(sweep_dir)
     if not found.empty:
-        found = found.assign(source="pre-registered before training")
+        found = found.assign(source=found["provenance"])  # "computed after N runs had started"
     have = set(found["pipeline"]) if not found.empty else set()
     frames, notes = [found] if not found.empty else [], []
     for p in preregister.sweep_pipelines(manifest):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -201,6 +202,26 @@ class Calibration:
         return error_table(self.scores)
 
 
+class WorkersCappedWarning(UserWarning):
+    """More worker processes were asked for than the machine has CPUs: capped at the CPU count."""
+
+
+def capped_workers(workers: int) -> int:
+    """``workers``, at most the CPUs this process may use (a warning says so when it caps): more
+    processes than CPUs only slow every one down (and a typo such as 99999 would fork that many)."""
+    from initmem.empirical.backends import available_cpus  # no torch: the affinity mask only
+
+    cpus = available_cpus()
+    if workers > cpus:
+        warnings.warn(
+            f"workers = {workers} capped at {cpus}, the CPUs this process may use",
+            WorkersCappedWarning,
+            stacklevel=3,
+        )
+        return cpus
+    return workers
+
+
 def calibrate(
     design: Design,
     n_replicas: int = 200,
@@ -222,6 +243,7 @@ def calibrate(
         raise ValueError(f"n_replicas must be >= 1 (got {n_replicas})")
     if workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
+    workers = capped_workers(workers)
     truths = truths or {unit: Truth(unit) for unit in TRUTHS}
     start = time.monotonic()
     options = dict(rules=tuple(rules), n_boot=n_boot, seed=seed, per_pipeline=per_pipeline)
@@ -291,7 +313,9 @@ def rate_table(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def error_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Truth x verdict -> ``n``, ``wrong`` (count), ``error`` (rate), ``lo``, ``hi`` (Wilson 95%)."""
+    """Truth x verdict -> ``n``, ``wrong`` (count), ``error`` (rate), ``lo``, ``hi`` (Wilson 95%),
+    and ``cannot_tell``, the rate of replicas whose verdict named nothing (a low error with a high
+    ``cannot_tell`` is a verdict that never decides, not a good one)."""
     rows = []
     for (truth, verdict), group in scores.groupby(["truth", "verdict"], sort=False):
         n, k = len(group), int(group["wrong"].sum())
@@ -305,6 +329,7 @@ def error_table(scores: pd.DataFrame) -> pd.DataFrame:
                 "error": k / n,
                 "lo": lo,
                 "hi": hi,
+                "cannot_tell": float((group["said"].astype(str) == "cannot tell").mean()),
             }
         )
     return pd.DataFrame(rows)
@@ -351,6 +376,7 @@ def power_table(
     compute instead of every pair of ``multipliers``.
     """
     rows = []
+    workers = capped_workers(workers)  # said once here, not once per cell
     cells = cells or [(s, p) for s in multipliers for p in multipliers]
     for s, p in cells:
         scaled = design.scaled(seeds=s, pipelines=p)

@@ -539,6 +539,11 @@ def reproduce_lines(trained: pd.DataFrame, command: str, wall: str) -> list[str]
             "training summed over runs (each run's own wall time, one thread per worker).",
             "",
         ]
+    if "run_dir" in trained and len(trained):
+        from initmem.empirical.provenance import provenance_sentence
+
+        if sentence := provenance_sentence(list(trained["run_dir"])):
+            parts += [sentence, ""]
     if command:
         parts += ["```bash", command, "```", ""]
     if wall:

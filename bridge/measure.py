@@ -19,6 +19,8 @@ the curve's maximum after the pipeline has learned (seed-mean validation accurac
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -186,9 +188,15 @@ def norm_forgetting_times(curves: pd.DataFrame, *, level: float = 0.95) -> pd.Da
     """
     per_epoch = steps_per_epoch(curves)
     rows = []
+    skipped = {}  # pipeline -> its label: no evaluation after init on both alphas
     for (pipeline, layer), group in curves.groupby(["pipeline", "layer"], sort=False):
         table = group.pivot_table(index="seed", columns="step", values="memory", dropna=False)
         steps = table.columns.to_numpy(dtype=np.float64)
+        if not (steps > steps.min()).any():  # both alphas logged the init alone: no decay to fit
+            skipped[pipeline] = (
+                f"{group['label'].iloc[0]} ({pipeline})" if "label" in group else pipeline
+            )
+            continue
         decision = decide_seeds(steps - steps.min(), table.to_numpy(), level=level)
         columns = decision_columns(decision)
         rows.append(
@@ -203,7 +211,19 @@ def norm_forgetting_times(curves: pd.DataFrame, *, level: float = 0.95) -> pd.Da
                 "n_seeds": int(table.shape[0]),
             }
         )
+    for label in skipped.values():
+        warnings.warn(
+            f"pipeline {label}: its norm memory has no evaluation after init on both "
+            "alphas (the runs of one alpha diverged before their first evaluation: see their "
+            "result.json); left out of the forgetting times",
+            NoDecayWarning,
+            stacklevel=2,
+        )
     return pd.DataFrame(rows)
+
+
+class NoDecayWarning(UserWarning):
+    """A pipeline left out of the forgetting times: its memory curve has no time after init."""
 
 
 # ----------------------------------------------------------------------------------- function memory

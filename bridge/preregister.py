@@ -65,7 +65,9 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.probe import DRAW_FIELDS, law_forgetting
-from initmem.empirical.config import RunConfig
+from initmem.empirical.config import ConfigError, RunConfig
+from initmem.empirical.plugins import PluginError
+from initmem.empirical.provenance import utc_now
 
 #: Parameter groups of the table, in order.
 PREDICTION_GROUPS = ("scale_invariant", "head", "other")
@@ -202,7 +204,7 @@ def predict_groups(
     (:func:`initmem.bridge.probe.probe_key`)."""
     # torch (the model, the data) and the theory's tables: loaded on first use
     from initmem.empirical.data import load_splits
-    from initmem.empirical.models import default_model, parameter_groups
+    from initmem.empirical.models import check_alpha_groups, default_model, parameter_groups
     from initmem.theory.forgetting import predict_forgetting
 
     config.validate()
@@ -210,6 +212,8 @@ def predict_groups(
     if alpha == 1.0:
         alpha = 2.0
     model = default_model(config)
+    if not config.allow_empty_alpha_groups:  # the trainer's check, before any run trains
+        check_alpha_groups(model, config)
     groups = parameter_groups(model)
     params = dict(model.named_parameters())
     invariant, head = groups["scale_invariant"], groups["head"]
@@ -294,23 +298,85 @@ def memory_key(config: RunConfig, probe_size: int) -> tuple:
     return (*(str(values.get(name)) for name in MEMORY_FIELDS), probe_size)
 
 
-def write_predictions(config: RunConfig, folder: str | Path, **kwargs) -> Path:
+def write_predictions(
+    config: RunConfig, folder: str | Path, *, clock: dict | None = None, **kwargs
+) -> Path:
     """Write ``predictions.csv`` (the table of :func:`predict_groups`) and ``predictions.json`` (alpha,
-    the config's hash and every field) into ``folder``, before training: the pre-registered
-    predictions. Returns the CSV's path."""
+    the config's hash and every field, and ``written_at``, UTC) into ``folder``: pre-registered
+    predictions when written before training. ``clock``: what a sweep knew of its runs when they
+    were written (:func:`pipeline_clock`: ``runs_started_before``, ``first_run_started_at``),
+    recorded too. Returns the CSV's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     predictions = predict_groups(config, **kwargs)
     path = folder / "predictions.csv"
     predictions.table.to_csv(path, index=False)
     record = {"alpha": predictions.alpha, "hash": predictions.hash, "config": config.to_dict()}
+    record |= {"written_at": utc_now(), **(clock or {})}
     (folder / "predictions.json").write_text(json.dumps(record, indent=2) + "\n")
     return path
 
 
 #: The folder of a sweep's pre-registered predictions, and its index (one row per pipeline).
 PREDICTIONS_FOLDER = "predictions"
-INDEX_COLUMNS = ["pipeline", "variant", "alpha", "hash", "folder", "note"]
+INDEX_COLUMNS = [
+    "pipeline",
+    "variant",
+    "alpha",
+    "hash",
+    "folder",
+    "note",
+    "written_at",
+    "runs_started_before",
+    "first_run_started_at",
+]
+#: The clock columns of the index (absent from an index written before they existed).
+CLOCK_COLUMNS = ("written_at", "runs_started_before", "first_run_started_at")
+
+
+def run_started_at(run_dir: Path) -> str | None:
+    """When a run first started (UTC ISO): its config.json's ``started_at``, else the earliest
+    modification time of its files; None if it never started (no file of a run)."""
+    import datetime
+
+    from initmem.empirical.runfolder import RAW_PREDICTIONS, RUN_FILES
+
+    run_dir = Path(run_dir)
+    try:
+        started = json.loads((run_dir / "config.json").read_text()).get("started_at")
+        if isinstance(started, str):
+            return started
+    except (ValueError, AttributeError, OSError):
+        pass
+    times = [
+        (run_dir / name).stat().st_mtime
+        for name in (*RUN_FILES, RAW_PREDICTIONS)
+        if (run_dir / name).is_file()
+    ]
+    if not times:
+        return None
+    stamp = datetime.datetime.fromtimestamp(min(times), datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pipeline_clock(runs, sweep_dir: str | Path) -> dict:
+    """Of a pipeline's ``runs`` (SweepRuns) in ``sweep_dir``: how many had started
+    (``runs_started_before``) and the first one's start (``first_run_started_at``, None if none)."""
+    starts = [t for run in runs if (t := run_started_at(run.run_dir(sweep_dir))) is not None]
+    return {"runs_started_before": len(starts), "first_run_started_at": min(starts, default=None)}
+
+
+def provenance_label(runs_started_before) -> str:
+    """How a pre-registration is shown: "pre-registered before training" only when no run of its
+    pipeline had started when it was written; "computed after N runs had started" otherwise; and
+    "pre-registered (no clock recorded)" for files written before the clock existed."""
+    try:
+        started = int(runs_started_before)
+    except (TypeError, ValueError):
+        return "pre-registered (no clock recorded)"
+    if started == 0:
+        return "pre-registered before training"
+    return f"computed after {started} run{'s' if started != 1 else ''} had started"
 
 
 @dataclass(frozen=True)
@@ -358,6 +424,8 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
     predictions are already there for the same config hash keeps them (written before its runs
     trained); one whose predictions cannot be computed (no data, a plug-in that fails, a law that
     refuses) gets a note in the index instead. Returns one line per pipeline, for the driver."""
+    from initmem.empirical.tables import pipeline_id  # pandas tables: loaded on first use
+
     root = Path(sweep_dir) / PREDICTIONS_FOLDER
     pipelines = sweep_pipelines(runs)
     folders = prediction_folders(pipelines)
@@ -370,16 +438,31 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
         record = folder / "predictions.json"
         kept = record.is_file() and _recorded_hash(record) == config.hash
         if kept:
-            lines.append(f"predictions kept (written before training): {folder}")
+            row |= _recorded_clock(record)
+            label = provenance_label(row["runs_started_before"])
+            lines.append(f"predictions kept ({label}): {folder}")
         else:
+            mine = [r for r in runs if pipeline_id(r.config.to_dict()) == p.pipeline]
+            clock = pipeline_clock(mine, sweep_dir)
             try:
                 with warnings.catch_warnings():  # the laws' range caveats: in the table's law
                     warnings.simplefilter("ignore")
                     write_predictions(
-                        config, folder, probe_size=probe_size, memory_cache=cache,
+                        config, folder, clock=clock, probe_size=probe_size, memory_cache=cache,
                         probe_cache=probes,
                     )  # fmt: skip
-                lines.append(f"predictions written: {folder / 'predictions.csv'}")
+                row |= _recorded_clock(record)
+                line = f"predictions written: {folder / 'predictions.csv'}"
+                if clock["runs_started_before"]:
+                    line += (
+                        f" ({provenance_label(clock['runs_started_before'])}: not pre-registered)"
+                    )
+                lines.append(line)
+            except (PluginError, ConfigError) as err:  # every run would fail on it: stop now
+                raise type(err)(
+                    f"{' '.join(str(err).split())} (pipeline {p.variant}, found while writing its "
+                    "predictions; no run was started)"
+                ) from None
             except Exception as err:  # any failure of the model, data or laws: a note, not a stop
                 row["note"] = f"not computed: {type(err).__name__}: {' '.join(str(err).split())}"
                 lines.append(f"note: predictions for {p.variant} {row['note']}")
@@ -397,27 +480,65 @@ def _recorded_hash(path: Path) -> str | None:
         return None
 
 
+def _recorded_clock(path: Path) -> dict:
+    """The clock a ``predictions.json`` records (:data:`CLOCK_COLUMNS`; None where it has none)."""
+    try:
+        record = json.loads(path.read_text())
+    except (ValueError, OSError):
+        record = {}
+    record = record if isinstance(record, dict) else {}
+    return {k: record.get(k) for k in CLOCK_COLUMNS}
+
+
 def read_sweep_predictions(sweep_dir: str | Path) -> pd.DataFrame:
     """The pre-registered predictions of a sweep folder, one row per (pipeline, group): the index's
     columns and the table's (``group``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``,
-    ``law``, ``parameters``, ``memory_end``, ``g_source``: absent from files written before it);
-    empty when the folder has none."""
+    ``law``, ``parameters``, ``memory_end``, ``g_source``: absent from files written before it),
+    and ``provenance`` (:func:`provenance_label`); empty when the folder has none. An index without
+    a column (written by an older initmem, or edited) reads it as empty; a damaged table raises
+    :class:`~initmem.empirical.runfolder.DamagedFileError` naming it."""
+    from initmem.empirical.runfolder import DamagedFileError
+
     root = Path(sweep_dir) / PREDICTIONS_FOLDER
     if not (root / "index.csv").is_file():
         return pd.DataFrame()
-    index = pd.read_csv(root / "index.csv", dtype={"pipeline": str, "hash": str, "note": str})
+    fix = "remove the predictions folder (rm -r {}) and rerun `initmem sweep run` to write it again"
+    try:
+        index = pd.read_csv(root / "index.csv", dtype={"pipeline": str, "hash": str, "note": str})
+    except (ValueError, UnicodeDecodeError) as err:  # empty, or not CSV
+        problem = " ".join(str(err).split())
+        raise DamagedFileError(root / "index.csv", problem, fix.format(root)) from None
+    for column in INDEX_COLUMNS:
+        if column not in index.columns:
+            if column in ("pipeline", "folder"):
+                raise DamagedFileError(
+                    root / "index.csv", f"has no {column} column", fix.format(root)
+                )
+            index[column] = None
     index["note"] = index["note"].fillna("")
     frames = []
     for row in index.to_dict("records"):
         path = root / str(row["folder"]) / "predictions.csv"
         if row["note"] or not path.is_file():
             continue
-        table = pd.read_csv(path)
-        frames.append(table.assign(**{k: row[k] for k in ("pipeline", "variant", "alpha", "hash")}))
+        try:
+            table = pd.read_csv(path)
+        except (ValueError, UnicodeDecodeError) as err:  # 0 bytes, garbage
+            raise DamagedFileError(path, " ".join(str(err).split()), fix.format(root)) from None
+        if not {"group", "mechanism"} <= set(table.columns):
+            raise DamagedFileError(path, "has no group and mechanism columns", fix.format(root))
+        keep = ("pipeline", "variant", "alpha", "hash", *CLOCK_COLUMNS)
+        frames.append(
+            table.assign(
+                **{k: row[k] for k in keep},
+                provenance=provenance_label(row["runs_started_before"]),
+            )
+        )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 __all__ = [
+    "CLOCK_COLUMNS",
     "GroupPredictions",
     "INDEX_COLUMNS",
     "MEMORY_FIELDS",
@@ -432,7 +553,10 @@ __all__ = [
     "lazy_degree",
     "memory_key",
     "memory_fraction",
+    "pipeline_clock",
     "pipeline_of",
+    "provenance_label",
+    "run_started_at",
     "predict_groups",
     "write_predictions",
 ]

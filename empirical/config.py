@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .plugins import PLUGIN_PATTERN
+from .provenance import plugin_sources
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -63,6 +64,7 @@ NON_HASHED_FIELDS = (
     "checkpoint_every",
     "eval_batch_size",
     "threads",
+    "allow_empty_alpha_groups",
 )
 #: Seeds (``seed``, ``split_seed``) lie in ``0 <= seed < SEED_LIMIT`` (what every RNG we seed accepts).
 SEED_LIMIT = 2**32
@@ -119,6 +121,10 @@ class RunConfig:
     ``threads`` fixes it.
 
     Output: ``out_dir`` the run folder; ``quiet`` no progress bar.
+
+    Checks: ``allow_empty_alpha_groups`` lets a group of ``alpha_groups`` hold no parameter of the
+    model (alpha then does nothing there); by default that is an error naming the group and the
+    model (:func:`~.models.build_model`). Not hashed.
     """
 
     dataset: str = "fashion-mnist"
@@ -162,6 +168,8 @@ class RunConfig:
     threads: int | None = None
     out_dir: str = "runs/run"
     quiet: bool = False
+    # ---- reliability (issue 37): not hashed, it changes no number
+    allow_empty_alpha_groups: bool = False
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -204,8 +212,9 @@ class RunConfig:
 
     @property
     def hash(self) -> str:
-        """Content hash (16 hex digits) of the fields that change the numbers."""
-        return config_hash(self.to_dict())
+        """Content hash (16 hex digits) of the fields that change the numbers, and of the source of
+        any plug-in the config names (:func:`identity`)."""
+        return config_hash(identity(self.to_dict()))
 
     # ---------------------------------------------------------------- derived sizes
     @property
@@ -383,6 +392,16 @@ def config_hash(values: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# -------------------------------------------------------------------- run identity (provenance)
+def identity(values: dict[str, Any]) -> dict[str, Any]:
+    """What a run's hash is taken of: the config dict ``values``, plus, when it names a plug-in model
+    or data set, the SHA-256 of each plug-in's source file under ``plugin_sources``
+    (:func:`~.provenance.plugin_sources`): an edited plug-in makes another run. A config of built-in
+    names is returned as it is, so its hash is the one it always had."""
+    sources = plugin_sources(values)
+    return values | {"plugin_sources": sources} if sources else values
+
+
 def unknown_field_message(key: str, where: str = "") -> str:
     """The error for a key that is no :class:`RunConfig` field, with a did-you-mean: a known alias
     (:data:`FIELD_ALIASES`) or the closest field name."""
@@ -523,6 +542,7 @@ __all__ = [
     "SEED_LIMIT",
     "TRAIN_POOL_SIZES",
     "config_hash",
+    "identity",
     "load_toml",
     "parse_overrides",
     "unknown_field_message",

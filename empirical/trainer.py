@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import shlex
 import time
@@ -61,11 +62,12 @@ from tqdm.auto import tqdm
 
 from initmem.theory.units import update_contraction
 
-from .config import ConfigError, RunConfig
+from .config import NON_HASHED_FIELDS, ConfigError, RunConfig
 from .data import DataSplits, ImageSplit, augment_batch, shared_splits
 from .models import (
     INVARIANCE_RTOL,
     build_model,
+    group_sizes,
     scale_invariance_check,
     scale_invariant_parameters,
 )
@@ -77,6 +79,8 @@ from .optim import (
     handles_decoupled_decay,
     set_lr,
 )
+from .plugins import PluginError, is_plugin
+from .provenance import plugin_change
 from .runfolder import (
     DamagedFileError,
     RunFiles,
@@ -229,7 +233,10 @@ class RunSession:
                 session._restore(state)
             else:
                 files.start(
-                    config, session.trainer.data.describe(), session.trainer.describe_model()
+                    config,
+                    session.trainer.data.describe(),
+                    session.trainer.describe_model(),
+                    device=str(session.trainer.device),
                 )
             session._owner = owner.pop_all()  # the session holds the lock from now on
         return session
@@ -424,6 +431,12 @@ def _stored_best_model(best: _Best, epoch: int) -> dict[str, torch.Tensor] | Non
 def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -> None:
     recorded = files.recorded_hash()
     if recorded is not None and recorded != config.hash:
+        if change := _plugin_change(files, config):
+            raise RunFolderError(
+                f"{files.dir} holds a run of an older version of a plug-in ({change}); the edited "
+                "plug-in makes another run: choose another out_dir (or restore the plug-in to "
+                "resume or read this one)"
+            )
         raise RunFolderError(
             f"{files.dir} holds a run of another config ({files.path('config.json')} records hash "
             f"{recorded}, this one is {config.hash}); choose another out_dir"
@@ -433,6 +446,26 @@ def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -
             f"{files.dir} already holds an unfinished run; resume it (--resume) or choose another "
             "out_dir"
         )
+
+
+def _plugin_change(files: RunFiles, config: RunConfig) -> str | None:
+    """How the plug-in sources recorded in the folder's config.json differ from ``config``'s now,
+    when the recorded config is otherwise this one; None otherwise."""
+    try:
+        payload = json.loads(files.path("config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    recorded = payload.get("config") if isinstance(payload, dict) else None
+    if not isinstance(recorded, dict) or _numbers_fields(recorded) != _numbers_fields(
+        config.to_dict()
+    ):
+        return None
+    return plugin_change(payload, config.to_dict())
+
+
+def _numbers_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """A config dict without the fields that change no number (:data:`.config.NON_HASHED_FIELDS`)."""
+    return {k: v for k, v in values.items() if k not in NON_HASHED_FIELDS}
 
 
 def _check_same_data(files: RunFiles, description: dict[str, Any], allow: bool) -> None:
@@ -548,8 +581,20 @@ class Trainer:
         )
 
         self.model = build_model(config).to(self.device, memory_format=self.memory_format)
+        if is_plugin(config.model):  # before the run folder is written: one error line, no folder
+            check_plugin_model(self.model, config, self.data, self.memory_format)
         self.forward = torch.compile(self.model) if config.compile else self.model
-        named = list(self.model.named_parameters())
+        # frozen parameters (requires_grad False) are not trained: no gradient, no optimizer state
+        named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        if not named:
+            total = sum(1 for _ in self.model.parameters())
+            if total == 0:
+                raise ValueError(f"model {config.model!r} has no parameters: nothing to train")
+            raise ValueError(
+                f"model {config.model!r} has no trainable parameter ({total} parameter tensors, all "
+                "frozen: requires_grad False); unfreeze at least one"
+            )
+        self.frozen = [n for n, p in self.model.named_parameters() if not p.requires_grad]
         self.names = [name for name, _ in named]
         self.params = [p for _, p in named]
         self.scale_invariant = set(scale_invariant_parameters(self.model))
@@ -590,6 +635,9 @@ class Trainer:
             )
         return {
             "parameters": sum(p.numel() for p in self.params),
+            "frozen_parameters": sum(p.numel() for p in self.model.parameters())
+            - sum(p.numel() for p in self.params),
+            "parameter_groups": group_sizes(self.model),
             "scale_invariant": changes,
         }
 
@@ -665,7 +713,9 @@ class Trainer:
         decoupled decay and the optimizer step, at learning rate ``lr``."""
         cfg = self.config
         set_lr(self.optimizer, lr)
-        grads = [p.grad for p in self.params]
+        # a parameter the loss does not reach has no gradient: count it as zero (torch's optimizers
+        # skip it)
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in self.params]
         decay = 1.0 - lr * (cfg.l2 + cfg.weight_decay)
         self.interval.add_step(grads if cfg.track_grad_norms else None, lr, decay, self.params)
         if not handles_coupled_l2(cfg):
@@ -806,6 +856,55 @@ class Trainer:
         self.augment_generator.set_state(state["augment_generator"])
         torch.set_rng_state(state["torch_rng"])
         self.interval.load_state_dict(state["interval"], self.params)
+
+
+def check_plugin_model(
+    model: torch.nn.Module,
+    config: RunConfig,
+    data: DataSplits,
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> None:
+    """A plug-in model's contract, checked on two training images before anything is written:
+    float32 parameters, and logits of shape ``(batch, classes)`` with at least one output per class
+    of the data (more: a warning, the extra outputs are never a label). :class:`PluginError` names
+    the model and what is wrong."""
+    where = f"model = {config.model!r}"
+    if other := sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32}):
+        raise PluginError(
+            f"{where}: parameters must be float32 (found {', '.join(other)}); drop .double() / "
+            "dtype= from the model (precision = 'bf16' trains in bfloat16 by autocast)"
+        )
+    classes = len(data.classes)
+    images = data.train.images[:2].contiguous(memory_format=memory_format)
+    was_training = model.training
+    model.eval()  # no BatchNorm statistics updated, no dropout drawn: the run's numbers stay as they are
+    try:
+        with torch.no_grad():
+            logits = model(images)
+    except Exception as err:  # noqa: BLE001 - any failure of the user's forward: one line
+        raise PluginError(
+            f"{where}: its forward fails on a batch of images {tuple(images.shape)} "
+            f"({type(err).__name__}: {' '.join(str(err).split())[:200]})"
+        ) from None
+    finally:
+        model.train(was_training)
+    shape = tuple(getattr(logits, "shape", ()))
+    if not isinstance(logits, torch.Tensor) or len(shape) != 2 or shape[0] != len(images):
+        raise PluginError(
+            f"{where}: must return logits of shape (batch, classes) = ({len(images)}, {classes}) "
+            f"for images {tuple(images.shape)} (got {type(logits).__name__} {shape})"
+        )
+    if shape[1] < classes:
+        raise PluginError(
+            f"{where}: returns {shape[1]} outputs, fewer than the {classes} classes of dataset "
+            f"{config.dataset!r}"
+        )
+    if shape[1] > classes:
+        warnings.warn(
+            f"{where}: returns {shape[1]} outputs for the {classes} classes of dataset "
+            f"{config.dataset!r}; the extra {shape[1] - classes} are never a label",
+            stacklevel=3,
+        )
 
 
 def _check_data(data: DataSplits, config: RunConfig, device: torch.device) -> None:

@@ -207,6 +207,9 @@ def _write_predictions(root: Path, runs: list[SweepRun], cells: dict[str, Cell])
                 "hash": config.hash,
                 "folder": folders[p.pipeline],
                 "note": "",
+                "written_at": "2026-01-01T00:00:00Z",
+                "runs_started_before": 0,  # written before any run started: pre-registered
+                "first_run_started_at": None,
             }
         )
     pd.DataFrame(index).to_csv(root / "predictions" / "index.csv", index=False)

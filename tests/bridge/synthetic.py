@@ -81,8 +81,11 @@ def write_synthetic_sweep(
     seeds=(0, 1, 2),
     noise: float = 0.003,
     norms: str = "exponential",
+    diverged: tuple = (),
 ) -> Path:
-    """Write run folders, manifest.json and sweep.toml under ``root``; return ``root``."""
+    """Write run folders, manifest.json and sweep.toml under ``root``; return ``root``.
+    ``diverged``: ``(pipeline index, alpha)`` pairs whose runs diverged in their first epoch (they
+    log the evaluation at init only)."""
     rng = np.random.default_rng(1234)
     root = Path(root)
     manifest = []
@@ -140,15 +143,20 @@ def write_synthetic_sweep(
                         "wall_time": epochs.astype(float),
                     }
                 )
+                early = (pipelines.index(p), alpha) in diverged
+                if early:  # the evaluation at init only
+                    metrics, layers = metrics[metrics["epoch"] == 0], layers[layers["epoch"] == 0]
                 _write_run(run_dir, cfg, metrics, layers)
                 preds = np.repeat(labels[None], len(epochs), axis=0)
                 if alpha == max(alphas):
                     for i, s in enumerate(steps):
                         k = int(round(N_TEST * 0.5 * np.exp(-s / p.tau_dis)))
                         preds[i, :k] = (labels[:k] + 1) % 10
+                if early:
+                    preds = preds[:1]
                 np.savez(
                     run_dir / "predictions.npz",
-                    epochs=epochs.astype(np.int64),
+                    epochs=epochs[: len(preds)].astype(np.int64),
                     test_pred=preds,
                     test_labels=labels,
                     best_test_pred=preds[-1],
@@ -168,6 +176,9 @@ def write_synthetic_sweep(
                     "hash": cfg.hash,
                     "run_dir": str(run_dir),
                 }
+                if early:
+                    result |= {"status": "diverged", "epochs_run": 0, "steps_run": 5}
+                    result |= {"diverged_step": 5, "reason": "non-finite training loss (nan)"}
                 (run_dir / "result.json").write_text(json.dumps(result))
                 manifest.append({"hash": cfg.hash, "variant": "synthetic", "config": cfg.to_dict()})
     (root / "manifest.json").write_text(json.dumps(manifest))

@@ -271,3 +271,31 @@ def test_workers_give_the_same_table():
     one = calibrate.calibrate(design, 4, n_boot=20).scores
     two = calibrate.calibrate(design, 4, n_boot=20, workers=2).scores
     pd.testing.assert_frame_equal(one, two)
+
+
+def test_workers_beyond_the_cpus_are_capped_with_a_warning(monkeypatch):
+    """Issue 37, 9: ``--workers 99999`` forked that many processes; now capped at the CPU count,
+    said once, and the table is the one of a single worker."""
+    from initmem.empirical import backends
+
+    monkeypatch.setattr(backends, "available_cpus", lambda: 2)
+    design = _design(n_pipelines=3)
+    with pytest.warns(
+        calibrate.WorkersCappedWarning, match="workers = 99999 capped at 2"
+    ) as caught:
+        many = calibrate.calibrate(design, 4, n_boot=20, workers=99999).scores
+    assert len(caught) == 1
+    pd.testing.assert_frame_equal(many, calibrate.calibrate(design, 4, n_boot=20).scores)
+
+
+def test_the_error_table_says_how_often_a_verdict_named_nothing():
+    """Issue 37, Low: an "error 0.000" of a decision that said "cannot tell" in every replica read
+    as a perfect verdict; ``cannot_tell`` is that rate, equal to the rates table's own count."""
+    design = _design(n_pipelines=3)
+    result = calibrate.calibrate(design, 4, n_boot=20)
+    errors = result.errors().set_index(["truth", "verdict"])
+    rates = result.rates().set_index(["truth", "verdict", "said"])["rate"]
+    for (truth, verdict), row in errors.iterrows():
+        key = (truth, verdict, "cannot tell")
+        assert row["cannot_tell"] == pytest.approx(rates.get(key, 0.0), abs=1e-12)
+    assert (errors["cannot_tell"] > 0).any()

@@ -156,3 +156,32 @@ def test_renamed_names_keep_deprecated_aliases():
         assert measure.SweepError is BridgeDataError
     with pytest.warns(DeprecationWarning, match="accuracy_curves"):
         assert measure.accuracy_table is measure.accuracy_curves
+
+
+def test_a_pipeline_whose_large_alpha_diverged_at_once_is_named_and_left_out(tmp_path):
+    """Issue 37, 6: one pipeline's alpha-8 runs diverged before their first evaluation. The units
+    study used to stop with "t must hold at least one time > 0"; now that pipeline is named in one
+    warning and left out of the norm forgetting times, and the study of the others is written."""
+    import warnings
+
+    from initmem.bridge.fitting import fit
+    from initmem.bridge.measure import NoDecayWarning
+    from initmem.bridge.study import unit_study
+
+    pipelines = known_pipelines()[:3]
+    root = write_synthetic_sweep(
+        tmp_path / "s", pipelines, alphas=(1.0, 8.0), seeds=(0, 1), diverged=((0, 8.0),)
+    )
+    runs = load_sweep(root)
+    broken = runs.loc[(runs["alpha"] == 8.0) & (runs["status"] == "diverged"), "pipeline"]
+    assert broken.nunique() == 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = fit(runs, n_boot=10)
+    named = [str(w.message) for w in caught if issubclass(w.category, NoDecayWarning)]
+    assert len(named) == 1 and broken.iloc[0] in named[0]
+    assert "diverged before their first evaluation" in named[0]
+    assert set(report.norm_times["pipeline"]) == set(runs["pipeline"]) - {broken.iloc[0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert "## " in unit_study(root, n_boot=10).markdown()
