@@ -10,7 +10,6 @@
 ``plots`` <- ``fitting`` (the report draws its figures; the figures never import the report's module).
 """
 
-from initmem.bridge.deprecated import DEPRECATED
 from initmem.bridge.fits import fit_decay_time
 from initmem.bridge.fitting import BridgeReport, fit, summarize
 from initmem.bridge.measure import (
@@ -20,14 +19,7 @@ from initmem.bridge.measure import (
 )
 from initmem.bridge.predict import identity_check, predicted_memory_curves, predicted_times
 from initmem.bridge.units import UNITS, evaluation_units
-from initmem.deprecation import moved
 from initmem.empirical.curves import norm_memory_curves
-
-
-def __getattr__(name: str):
-    """Deprecated names of this package (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
-
 
 __all__ = [
     "BridgeDataError",

@@ -23,12 +23,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.empirical import memory, runfolder
+from initmem.empirical import runfolder, tables
 from initmem.empirical.config import RunConfig
+from initmem.empirical.curves import SCALE_INVARIANT_MEAN, norm_memory_curves
 from initmem.theory.criterion import FORGETTING
 
 from . import measure, predict
-from .measure import SCALE_INVARIANT_MEAN, BridgeDataError
+from .measure import BridgeDataError
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ def _pipeline_runs(run_dir: Path, config: RunConfig) -> tuple[pd.DataFrame, str]
     """The finished runs whose logs give ``G``: the run's pipeline in its sweep, or the run alone."""
     sweep_dir = run_dir.parent.parent
     if run_dir.parent.name == "runs" and (sweep_dir / "manifest.json").is_file():
-        runs = memory.finished_runs(memory.load_sweep(sweep_dir))
-        runs = runs[runs["pipeline"] == memory.pipeline_id(config.to_dict())]
+        runs = tables.finished_runs(tables.load_sweep(sweep_dir))
+        runs = runs[runs["pipeline"] == tables.pipeline_id(config.to_dict())]
         if config.hash in set(runs["hash"]):
             return runs, f"the {len(runs)} finished runs of its pipeline in {sweep_dir}"
     row = {k: tuple(v) if isinstance(v, list) else v for k, v in config.to_dict().items()}
@@ -117,7 +118,7 @@ def measured_grad_sq_unit(run_dir: str | Path) -> pd.DataFrame:
     config = run_config(run_dir)
     runs, _ = _pipeline_runs(run_dir, config)
     runs = measure.prepare_runs(runs)
-    return _layer_scales(runs, memory.load_layers(runs), config)
+    return _layer_scales(runs, tables.load_layers(runs), config)
 
 
 def run_prediction(run_dir: str | Path, reference_alpha: float | None = None) -> RunPrediction:
@@ -140,7 +141,7 @@ def run_prediction(run_dir: str | Path, reference_alpha: float | None = None) ->
             f"(got {reference_alpha:g})"
         )
     runs = measure.prepare_runs(runs)
-    layers = memory.load_layers(runs)
+    layers = tables.load_layers(runs)
     scales = _layer_scales(runs, layers, config)
     own = layers[layers["hash"] == config.hash]
     lo, hi = sorted((float(reference_alpha), float(config.alpha)))
@@ -176,7 +177,7 @@ def _measured(runs, layers, config, lo, hi) -> pd.DataFrame:
     pair = runs[(runs["seed"] == config.seed) & runs["alpha"].isin([lo, hi])]
     if pair["alpha"].nunique() < 2:
         return pd.DataFrame({"step": pd.Series(dtype=float), "measured": pd.Series(dtype=float)})
-    curves = measure.norm_memory_curves(pair, layers[layers["hash"].isin(pair["hash"])])
+    curves = norm_memory_curves(pair, layers[layers["hash"].isin(pair["hash"])])
     mean = curves[curves["layer"] == SCALE_INVARIANT_MEAN]
     return mean[["step", "memory"]].rename(columns={"memory": "measured"})
 

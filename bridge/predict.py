@@ -31,10 +31,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.deprecated import DEPRECATED
 from initmem.bridge.fits import fit_decay_time
 from initmem.bridge.units import init_norms, run_config, step_lrs
-from initmem.deprecation import moved
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
 from initmem.theory import normalized
 
@@ -231,11 +229,6 @@ def _law_norm_sq(config, numel, grad_sq_unit, steps, init_norm_sq) -> np.ndarray
         lr_multipliers=lrs / config.lr,
     )
     return field.norm_sq(steps, init_norm_sq)
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

@@ -29,9 +29,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import measure
-from initmem.bridge.deprecated import DEPRECATED
 from initmem.bridge.fits import lopo_r2, stretched_exponential_fit
-from initmem.deprecation import moved
 from initmem.empirical import curves, tables
 
 #: The comparison that decides (pre-registered): this unit against that one, on ``r2_cv``.
@@ -495,11 +493,6 @@ def cube_points(cubes: dict) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=["memory", "pipeline", "value"])
     return pd.concat(frames, ignore_index=True)
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

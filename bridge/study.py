@@ -43,7 +43,6 @@ import pandas as pd
 
 from initmem.bridge import synthetic
 from initmem.bridge.calibrate import apply_calibration, calibrate_study
-from initmem.bridge.deprecated import DEPRECATED
 from initmem.bridge.document import document
 from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.fitting import fit
@@ -56,7 +55,6 @@ from initmem.bridge.seeds import (
 )
 from initmem.bridge.stats import DECIDING_UNITS
 from initmem.bridge.units import design_correlation, design_table
-from initmem.deprecation import moved
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
@@ -358,11 +356,6 @@ def group_sentences(groups: pd.DataFrame) -> list[str]:
                 + "."
             )
     return lines
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

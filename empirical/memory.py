@@ -60,12 +60,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from initmem.deprecation import moved
 from initmem.theory.criterion import FORGETTING
 
 from . import tables
 from .curves import SCALE_INVARIANT_MEAN
-from .deprecated import DEPRECATED
 
 #: A memory whose permutation p-value is below this counts as above its noise floor (M2).
 ALPHA_LEVEL = 0.05
@@ -580,11 +578,6 @@ def spread_table(
     dis = ("disagreement", "seed_disagreement", "excess", "excess_lo", "excess_hi")
     columns = [c for c in SPREAD_COLUMNS if with_disagreement or c not in dis]
     return pd.DataFrame(rows).reindex(columns=columns)  # every column, NaN where undefined
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.empirical.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

@@ -59,11 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from initmem.deprecation import moved
-
 from . import backends, loggers, runfolder
 from .config import ConfigError, RunConfig, unknown_field_message
-from .deprecated import DEPRECATED
 from .sessions import SessionClock
 from .workers import DEFAULT_TRAINER, resolve_trainer
 
@@ -805,11 +802,6 @@ def _outcome_line(
         line += f": test {100 * test:.1f}%, train {100 * train:.1f}%"
     wall = outcome.get("wall_s")
     return line + (f" ({wall:.0f} s)" if isinstance(wall, (int, float)) else "")
-
-
-def __getattr__(name: str) -> Any:
-    """Deprecated names of this module (``initmem.empirical.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

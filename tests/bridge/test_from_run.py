@@ -10,9 +10,9 @@ import pytest
 
 from initmem.bridge.fitting import fit
 from initmem.bridge.from_run import measured_grad_sq_unit
-from initmem.bridge.measure import SCALE_INVARIANT_MEAN
 from initmem.cli import main
-from initmem.empirical.memory import load_layers, load_sweep
+from initmem.empirical.curves import SCALE_INVARIANT_MEAN
+from initmem.empirical.tables import load_layers, load_sweep
 from initmem.theory.criterion import FORGETTING
 
 

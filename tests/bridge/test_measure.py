@@ -137,15 +137,3 @@ def test_steps_per_epoch_from_logs_ignores_a_partial_last_epoch():
     assert list(per_epoch.index) == ["a", "b"]
     assert per_epoch["a"] == 32.0
     assert np.isnan(per_epoch["b"])
-
-
-def test_renamed_names_keep_deprecated_aliases():
-    import initmem.bridge
-    import initmem.bridge.measure as measure
-
-    with pytest.warns(DeprecationWarning, match="BridgeDataError"):
-        assert initmem.bridge.SweepError is BridgeDataError
-    with pytest.warns(DeprecationWarning, match="BridgeDataError"):
-        assert measure.SweepError is BridgeDataError
-    with pytest.warns(DeprecationWarning, match="accuracy_curves"):
-        assert measure.accuracy_table is measure.accuracy_curves

@@ -142,10 +142,3 @@ def test_start_step_none_when_finished_else_the_checkpoint_step(tmp_path):
     assert runfolder.has_checkpoint(tmp_path)
     write_result(tmp_path, {"status": "completed"})
     assert read_start_step(tmp_path) is None
-
-
-def test_runlog_is_an_alias_of_the_run_folder_module():
-    from initmem.empirical import runlog
-
-    for name in runlog.__all__:
-        assert getattr(runlog, name) is getattr(runfolder, name)
