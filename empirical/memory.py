@@ -117,7 +117,7 @@ def bootstrap_spread(
     moved away from the observed spread ``s`` by ``c = t_{n-1}((1 + confidence)/2) /
     z((1 + confidence)/2)`` (n the fewest seeds of an alpha), the low end kept >= 0:
     ``[max(0, s - c (s - low)), s + c (high - s)]``; ``c`` is 6.5 for 2 seeds, 1.42 for 5, 1.003 for
-    400. On synthetic sweeps with a known spread (:mod:`initmem.bridge.calibrate`) the plain
+    400. On synthetic sweeps with a known spread (:mod:`initmem.bridge.study.calibrate`) the plain
     percentile interval covered it in about 80% of replicas with 2 seeds; the expanded one in 97-99.7%
     with 2 or 5 seeds (``docs/unit-of-forgetting.md``).
     """

@@ -1,5 +1,6 @@
 """The import graph of the package, read from the source (AST), against docs/architecture.md's rules:
-no cycle, ``theory`` imports nothing of the project, ``empirical`` nothing of ``bridge``, and every
+no cycle, ``theory`` imports nothing of the project, ``empirical`` nothing of ``bridge``, the bridge
+core nothing of its publication layer ``initmem.bridge.study``, and every
 in-function import outside ``initmem/cli`` says on its line or the line above why it is deferred."""
 
 from __future__ import annotations
@@ -120,6 +121,34 @@ def test_rooms_import_only_downwards():
         or (room(a) == "empirical" and room(b) == "bridge")
     ]
     assert not wrong, wrong
+
+
+#: The bridge's publication layer (the studies, their documents, calibration, synthetic sweeps).
+STUDY = "initmem.bridge.study"
+
+
+def imports_of_the_study(edges: dict[str, set[str]]) -> list[str]:
+    """Every edge from a module outside :data:`STUDY` (the bridge core, the other rooms) into it."""
+    inside = lambda m: m == STUDY or m.startswith(f"{STUDY}.")  # noqa: E731
+    return [
+        f"{a} -> {b}" for a, targets in edges.items() if not inside(a) for b in targets if inside(b)
+    ]
+
+
+def test_the_bridge_core_imports_nothing_of_the_study():
+    edges, _ = import_graph()
+    core = [m for m in edges if room(m) == "bridge" and not m.startswith(STUDY)]
+    assert {"initmem.bridge.fits", "initmem.bridge.unit_decision", "initmem.bridge.fitting"} <= set(
+        core
+    )
+    assert any(m.startswith(f"{STUDY}.") for m in edges)  # the study's modules were read too
+    only_cli = [e for e in imports_of_the_study(edges) if not e.startswith("initmem.cli")]
+    assert not only_cli, only_cli
+
+
+def test_the_study_direction_check_finds_a_planted_import():
+    edges = {"initmem.bridge.fits": {f"{STUDY}.seeds"}, f"{STUDY}.seeds": {"initmem.bridge.fits"}}
+    assert imports_of_the_study(edges) == [f"initmem.bridge.fits -> {STUDY}.seeds"]
 
 
 def _is_import(text: str) -> bool:

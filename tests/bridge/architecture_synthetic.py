@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.preregister import prediction_folders, sweep_pipelines
-from initmem.bridge.synthetic import write_run_logs
+from initmem.bridge.study.synthetic import write_run_logs
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepRun
 

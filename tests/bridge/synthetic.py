@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.synthetic import write_run_logs
+from initmem.bridge.study.synthetic import write_run_logs
 from initmem.empirical.config import RunConfig
 
 TRAIN_SIZE, BATCH, EPOCHS, N_TEST = 1280, 32, 30, 2000

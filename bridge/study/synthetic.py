@@ -27,7 +27,7 @@ Derivation (the memories of :mod:`initmem.empirical.memory` under S1, derived he
      The validation-selected checkpoint is the last evaluation.
 
 :func:`draw` samples one replica; :func:`replica_cubes` turns it into the
-:class:`~initmem.bridge.stats.PipelineCube` s that :func:`~initmem.bridge.stats.memory_cubes` builds
+:class:`~initmem.bridge.unit_decision.PipelineCube` s that :func:`~initmem.bridge.unit_decision.memory_cubes` builds
 from a folder, and :func:`write_folder` writes the same replica as a sweep folder in the run format
 (``docs/run-format.md``), which ``load_sweep`` / ``initmem bridge`` / ``initmem study`` read unchanged.
 Both paths give the same cubes (``tests/bridge/test_calibrate.py`` checks it). numpy only; no training.
@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.stats import DECIDING_UNITS, PipelineCube
+from initmem.bridge.unit_decision import DECIDING_UNITS, PipelineCube
 from initmem.bridge.units import design_inv_init_sq, run_unit_increments
 from initmem.empirical import tables
 from initmem.empirical.config import RunConfig
@@ -254,8 +254,8 @@ def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
 
 
 def replica_cubes(replica: Replica) -> dict:
-    """The :class:`~initmem.bridge.stats.PipelineCube` s of a replica, as
-    :func:`~initmem.bridge.stats.memory_cubes` builds them from its folder: the norm memory at every
+    """The :class:`~initmem.bridge.unit_decision.PipelineCube` s of a replica, as
+    :func:`~initmem.bridge.unit_decision.memory_cubes` builds them from its folder: the norm memory at every
     evaluation, the spread from the first evaluation after init (the pipeline has learned there)."""
     norm, spread = [], []
     for p, values, acc in zip(
@@ -300,7 +300,7 @@ def write_folder(root: str | Path, replica: Replica) -> Path:
                 )
     (root / "manifest.json").write_text(json.dumps(manifest))
     (root / "sweep.toml").write_text(
-        f"# synthetic sweep (initmem.bridge.synthetic): truth {replica.truth.unit}\n"
+        f"# synthetic sweep (initmem.bridge.study.synthetic): truth {replica.truth.unit}\n"
     )
     return root
 

@@ -1,6 +1,6 @@
 """The unit-of-forgetting study's Markdown document: one function per section, in order.
 
-:func:`document` joins the sections of a :class:`~initmem.bridge.study.UnitStudy` (``study``: any
+:func:`document` joins the sections of a :class:`~initmem.bridge.study.unit_of_forgetting.UnitStudy` (``study``: any
 object with its fields and sentence methods; this module imports nothing of the study's). Every
 number comes from the study's tables and every finding sentence from its methods or from the
 definitions of :mod:`initmem.empirical.memory`, so the text says only what the folder says.
@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import framing
-from initmem.bridge.calibrate import MAX_ERROR
+from initmem.bridge.study import framing
+from initmem.bridge.study.calibrate import MAX_ERROR
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
 from initmem.theory.criterion import FORGETTING
@@ -87,7 +87,7 @@ def verdict(study) -> list[str]:
 
 def calibration(study) -> list[str]:
     """How often the verdicts would be wrong on synthetic sweeps of this design with a known answer
-    (:mod:`initmem.bridge.calibrate`), or how to compute it."""
+    (:mod:`initmem.bridge.study.calibrate`), or how to compute it."""
     parts = ["## How often would this verdict be wrong?", ""]
     calibrated = getattr(study, "calibration", None)
     if calibrated is None:
@@ -317,7 +317,7 @@ def _floor_labels(floor: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
 
 def seed_counts(study) -> list[str]:
     """The spread decision on the first k seeds, per pipeline and pooled, and the power sentences
-    (:mod:`initmem.bridge.seeds`)."""
+    (:mod:`initmem.bridge.study.seeds`)."""
     frame = getattr(study, "spread_by_seeds", pd.DataFrame())
     if frame is None or frame.empty:
         return []

@@ -42,7 +42,7 @@ Definitions (each computed per cell from the folder; the measures are :mod:`init
 (A5) **Verdict** per architecture: "the thesis does not hold here" when any of its cells disagrees;
      "the data agree with the thesis here" when every cell agrees; else "cannot tell at this size".
 
-:func:`architecture_study` computes the cells; :mod:`initmem.bridge.architecture_document` writes
+:func:`architecture_study` computes the cells; :mod:`initmem.bridge.study.architecture_document` writes
 ``docs/architectures.md`` from them (``initmem study DIR --doc docs/architectures.md``).
 """
 
@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import preregister
-from initmem.bridge.architecture_document import document
+from initmem.bridge.study.architecture_document import document
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
@@ -101,7 +101,7 @@ class ArchitectureStudy:
         ]
 
     def markdown(self, *, command: str = "", wall: str = "") -> str:
-        """The published document (:func:`initmem.bridge.architecture_document.document`)."""
+        """The published document (:func:`initmem.bridge.study.architecture_document.document`)."""
         return document(self, command=command, wall=wall)
 
 
