@@ -14,7 +14,7 @@ nothing of it. The names below are loaded on first use (PEP 562), so ``import in
 imports neither pandas nor the study; ``docs/architecture.md`` maps the modules.
 """
 
-import importlib
+from initmem.lazy import lazy_names
 
 #: Public name -> the module of this package that defines it.
 _HOMES = {
@@ -32,24 +32,8 @@ _HOMES = {
     "evaluation_units": "units",
     "unit_study": "study.unit_of_forgetting",
     "architecture_study": "study.architectures",
+    "norm_memory_curves": "initmem.empirical.curves",  # re-exported from the empirical room
 }
-#: Names of other rooms that this package re-exports (home module by full name).
-_ELSEWHERE = {"norm_memory_curves": "initmem.empirical.curves"}
 
-__all__ = sorted([*_HOMES, *_ELSEWHERE], key=str.lower)
-
-
-def __getattr__(name: str):
-    if name in _HOMES:
-        home = f"{__name__}.{_HOMES[name]}"
-    elif name in _ELSEWHERE:
-        home = _ELSEWHERE[name]
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__all__ = sorted(_HOMES, key=str.lower)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

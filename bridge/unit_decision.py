@@ -9,7 +9,7 @@ the unit of forgetting rests on:
   fraction ordered as accumulated regularization says minus the fraction ordered as epochs say),
   with a percentile bootstrap interval that resamples pipelines and, within each, seeds. A winner is
   named only when the interval excludes zero (:func:`unit_decision_text`) and, in the study, only
-  where its error rate calibrated on the design is at most 5% (:mod:`initmem.bridge.study.calibrate`).
+  where its error rate calibrated on the design is at most ``MAX_ERROR`` (:mod:`initmem.bridge.study.calibrate`).
   Beside it, reported: the paired difference ``r2_cv(accumulated) - r2_cv(epochs)`` of the
   leave-one-pipeline-out R^2 of a decreasing (isotonic) fit of the memory against the unit
   (:func:`unit_bootstrap`, :func:`lopo_r2`; the rule before issue 23, replaced because on the same

@@ -53,6 +53,19 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return lines
 
 
+def _import_module_literal(node) -> str | None:
+    """The project module an ``importlib.import_module("initmem....")`` call names, or None (a lazy
+    import by a literal name is an edge too; one built from a variable is a package's own names)."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+        return None
+    name = node.args[0].value
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if called == "import_module" and isinstance(name, str) and name.startswith("initmem."):
+        return name
+    return None
+
+
 def import_graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
     """Edges ``module -> imported project modules`` (module level and in functions), and every
     in-function import as ``(module, line, source text)``."""
@@ -69,6 +82,9 @@ def import_graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
             for n in ast.walk(f)
         }
         for node in ast.walk(tree):
+            if named := _import_module_literal(node):  # importlib.import_module("initmem.x")
+                edges[module].add(named)
+                continue
             if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in skip:
                 continue
             edges[module] |= {t for t in _targets(module, path, node, modules) if t != module}

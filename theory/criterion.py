@@ -20,7 +20,7 @@ for the logit scale, :mod:`initmem.theory.logit_scale`).
 Derivation (estimators of the one time). A law's noise-free curve: the first step with
 ``m <= 1/e`` (the theory's closed forms, :func:`initmem.theory.forgetting.predict_forgetting`). A
 curve on logged steps (measured, or the law evaluated there): the time scale ``tau`` of the
-least-squares fit ``exp(-t / tau)`` (:func:`initmem.bridge.measure.fit_decay_time`; the bridge and
+least-squares fit ``exp(-t / tau)`` (:func:`initmem.bridge.fits.fit_decay_time`; the bridge and
 the study), which equals the first crossing of 1/e for an exponential curve and uses every point of
 a noisy one; censored (not forgotten, ``tau`` at least the run's length) when the fit shrinks by e
 only beyond the run. At the end of a run: ``m_end <= 1/e`` with its interval over seeds (the report

@@ -499,7 +499,7 @@ def predict_forgetting(
     ``adam`` unit's init number (default: the mean over ``fan_ins`` of ``1 / init_sq_per_coord``;
     ``initmem theory`` passes the value of the config's model at init, as the dry run does).
     ``grad_sq_unit``: measured |g_hat|^2 per step per filter, one number or one per entry of
-    ``fan_ins`` (e.g. from a run's logs: ``initmem.bridge.predict.measured_grad_sq_unit``); else
+    ``fan_ins`` (e.g. from a run's logs: ``initmem.bridge.from_run.measured_grad_sq_unit``); else
     ``per_example_grad_sq_unit / batch_size`` (a placeholder of 1 per example unless given, see
     :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: None (default) applies the
     shared criterion (:data:`initmem.theory.criterion.FORGETTING`: norm memory at or below 1/e,

@@ -60,6 +60,7 @@ from initmem.bridge.study.architecture_document import document
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
+from initmem.theory.criterion import FORGETTING
 
 #: An accuracy spread whose 95% upper end lies below this (pp) counts as gone (A1), when its
 #: permutation p-value is not small and the seeds could have made it small.
@@ -213,7 +214,7 @@ def law_sentence(model: str, cells: pd.DataFrame) -> str:
     ]
     reached = int((~defined["norm_time_censored"]).sum())
     return (
-        f"{model}: the measured norm memory reached 1/e within the run in {reached} of "
+        f"{model}: the measured norm memory was forgotten ({FORGETTING.name}) within the run in {reached} of "
         f"{len(defined)} pipelines (censored in the others); the normalized-weight laws' predicted "
         f"forgetting matches the measured end state in {len(match)} of the {len(decided)} "
         f"pipelines whose end state is decided."

@@ -61,7 +61,8 @@ def question(study) -> list[str]:
         "the two units order differently, the fraction where the memory is ordered as accumulated "
         "regularization says minus the fraction ordered as epochs say, with a 95% bootstrap "
         "interval over pipelines and seeds; a winner only when the interval excludes 0 and its "
-        "error rate on synthetic sweeps of this design is at most 5%. The paired difference of "
+        f"error rate on synthetic sweeps of this design is at most {MAX_ERROR:.0%}. The paired "
+        "difference of "
         "the leave-one-pipeline-out R^2 of a decreasing fit is reported beside it.",
         "",
         framing.question(study.sweep_dir),
@@ -95,7 +96,8 @@ def calibration(study) -> list[str]:
             "Not computed for this document. `initmem study DIR --calibrate 200` draws 200 synthetic "
             "sweeps of this design under each truth (forgetting in accumulated regularization, in "
             "epochs, in neither; the seed noise measured here), scores every verdict against the "
-            "known answer and keeps a named unit only where it is wrong in at most 5% of them; "
+            f"known answer and keeps a named unit only where it is wrong in at most {MAX_ERROR:.0%} "
+            "of them; "
             "without it a verdict for epochs says cannot tell.",
             "",
         ]
@@ -506,7 +508,8 @@ def rules(study) -> list[str]:
         "and left out of the measured-vs-predicted fit.",
         "- The decision: accumulated regularization against epochs only, on the rank difference "
         "(pairs of evaluations the units order differently), a winner only where calibrated "
-        "(wrong in at most 5% of synthetic sweeps of this design); the leave-one-pipeline-out "
+        f"(wrong in at most {MAX_ERROR:.0%} of synthetic sweeps of this design); the "
+        "leave-one-pipeline-out "
         "R^2 and other units are reported, not used to pick a winner; the collapse sentences "
         "follow the R^2 interval only where the decision agrees.",
         "- With two alphas the spread is symmetric under swapping every seed's labels at once, so "

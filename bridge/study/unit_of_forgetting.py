@@ -11,7 +11,7 @@ alphas per pipeline) and computes, from the data only:
 * **how often the verdict would be wrong** (``calibrate`` replicas,
   :func:`initmem.bridge.study.calibrate.calibrate_study`): synthetic sweeps of this design under each
   truth with the seed noise measured here; a named unit stays only where its calibrated error rate is
-  at most 5%, else "cannot tell" and the design that would tell
+  at most :data:`~initmem.bridge.study.calibrate.MAX_ERROR`, else "cannot tell" and the design that would tell
   (:func:`~initmem.bridge.study.calibrate.apply_calibration`); without a calibration a verdict for epochs
   says "cannot tell";
 * **function memory against noise**, per pipeline with two or more alphas: the spread of the
