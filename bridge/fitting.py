@@ -13,13 +13,13 @@
    fitted as one monotone function ``A exp(-(u / u0)^k)`` of each candidate unit ``u`` (the same three
    parameters for every unit, so the R^2 values compare fairly), plus an isotonic (decreasing) fit and
    its leave-one-pipeline-out R^2 (``r2_cv``), each with a bootstrap interval over pipelines and seeds
-   (:func:`initmem.bridge.stats.unit_bootstrap`). The spread enters from the seeds whose runs
-   interpolate at every alpha (:func:`initmem.bridge.stats.memory_cubes`). The decision
-   (:func:`initmem.bridge.stats.decide`): the rank difference of the two units (R1 of
-   :func:`~initmem.bridge.stats.rank_bootstrap`) with its interval, a winner only when the interval
+   (:func:`initmem.bridge.unit_decision.unit_bootstrap`). The spread enters from the seeds whose runs
+   interpolate at every alpha (:func:`initmem.bridge.unit_decision.memory_cubes`). The decision
+   (:func:`initmem.bridge.unit_decision.decide`): the rank difference of the two units (R1 of
+   :func:`~initmem.bridge.unit_decision.rank_bootstrap`) with its interval, a winner only when the interval
    excludes 0, the paired ``r2_cv(accumulated) - r2_cv(epochs)`` reported beside it (``decision``;
    :attr:`BridgeReport.verdict`); the rank rule replaced the R^2 rule after calibration
-   (:mod:`initmem.bridge.calibrate`).
+   (:mod:`initmem.bridge.study.calibrate`).
 4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size); the
    boundary where accumulated regularization reaches 1 is
    :func:`initmem.bridge.units.phase_boundary`.
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import measure, predict, stats
+from initmem.bridge import measure, predict, unit_decision
 from initmem.bridge.fits import (
     COLLAPSE_R2,
     isotonic_fit,
@@ -121,11 +121,11 @@ def unit_verdict(units: pd.DataFrame, good: float = COLLAPSE_R2) -> list[str]:
                 f"{memory}: one pipeline only, so every unit fits alike: no collapse test."
             )
             continue
-        if group["n_pipelines"].max() < stats.MIN_DECISION_PIPELINES:
+        if group["n_pipelines"].max() < unit_decision.MIN_DECISION_PIPELINES:
             lines.append(
                 f"{memory}: cannot tell at this size which unit collapses the pipelines: "
                 f"{group['n_pipelines'].max()} pipelines, the comparison needs "
-                f"{stats.MIN_DECISION_PIPELINES} or more."
+                f"{unit_decision.MIN_DECISION_PIPELINES} or more."
             )
             continue
         best = group["r2"].idxmax()
@@ -177,7 +177,7 @@ class BridgeReport:
     (``norm_curves``, ``predicted_curves``, ``spread_curves``, ``disagreement_curves``,
     ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why; ``layers``
     the per-layer logs the bridge read (:func:`~initmem.empirical.tables.load_layers`); ``cubes``
-    the per-seed memories beside their units (:func:`~initmem.bridge.stats.memory_cubes`).
+    the per-seed memories beside their units (:func:`~initmem.bridge.unit_decision.memory_cubes`).
     """
 
     runs: pd.DataFrame
@@ -202,7 +202,7 @@ class BridgeReport:
 
     @property
     def verdict(self) -> list[str]:
-        """The pre-registered unit decision per memory (:func:`~initmem.bridge.stats.unit_bootstrap`:
+        """The pre-registered unit decision per memory (:func:`~initmem.bridge.unit_decision.unit_bootstrap`:
         accumulated regularization against epochs on the leave-one-pipeline-out R^2, a winner only
         when its bootstrap interval excludes 0); without it (``n_boot = 0``) the in-sample
         comparison of :func:`unit_verdict`. Empty without a unit comparison."""
@@ -378,14 +378,14 @@ def fit(
     memories = spread_table(runs, seed=seed, with_disagreement=False)  # M2, as report and study
     pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers, memories)
     fits = _fit_table(pipelines, norm_times, predicted, level, n_boot=n_boot, seed=seed)
-    cubes = stats.memory_cubes(
+    cubes = unit_decision.memory_cubes(
         runs, epochs, norm_curves, accumulated, predicted_curves, notes, accuracy=accuracy
     )
-    points = stats.cube_points(cubes)
+    points = unit_decision.cube_points(cubes)
     units = unit_comparison(points)
     decision = pd.DataFrame()
     if not units.empty and n_boot > 0:
-        intervals, decision = stats.decide(
+        intervals, decision = unit_decision.decide(
             cubes, list(units["unit"].unique()), n_boot=n_boot, level=level, seed=seed
         )
         if not intervals.empty:

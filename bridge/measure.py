@@ -25,9 +25,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import fits
-from initmem.bridge.deprecated import DEPRECATED
 from initmem.bridge.fits import bootstrap_decay
-from initmem.deprecation import moved
 from initmem.empirical import memory, runfolder, tables
 from initmem.empirical.curves import (
     MemoryDataError,
@@ -382,11 +380,6 @@ def _short(value) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):
         return ",".join(_short(v) for v in value)
     return str(value)
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

@@ -37,10 +37,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.deprecated import DEPRECATED
 from initmem.bridge.measure import decide_seeds, decision_columns
 from initmem.bridge.units import run_config, step_lrs
-from initmem.deprecation import moved
 from initmem.empirical.curves import MemoryDataError as BridgeDataError
 from initmem.empirical.curves import norm_memory_curves
 from initmem.theory import normalized
@@ -358,11 +356,6 @@ def predicted_times(predicted_curves: pd.DataFrame, steps_per_epoch: pd.Series) 
             }
         )
     return pd.DataFrame(rows)
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

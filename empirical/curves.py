@@ -151,7 +151,7 @@ def spread_curves(
     """Test-accuracy spread across alphas at every evaluation, per pipeline (percentage points).
 
     Definition M2 of :mod:`initmem.empirical.memory` at each evaluation, over every finished run
-    (the unit decision takes M1's seeds: :func:`initmem.bridge.stats.memory_cubes`).
+    (the unit decision takes M1's seeds: :func:`initmem.bridge.unit_decision.memory_cubes`).
 
     The spread is max minus min over alphas of the seed-mean test accuracy. Columns: ``pipeline``,
     ``epoch``, ``step``, ``spread_pp``, ``n_alphas``. ``acc``: :func:`accuracy_curves` of the runs,

@@ -60,12 +60,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from initmem.deprecation import moved
 from initmem.theory.criterion import FORGETTING, interval_state
 
 from . import tables
 from .curves import SCALE_INVARIANT_MEAN
-from .deprecated import DEPRECATED
 
 #: A memory whose permutation p-value is below this counts as above its noise floor (M2).
 ALPHA_LEVEL = 0.05
@@ -119,7 +117,7 @@ def bootstrap_spread(
     moved away from the observed spread ``s`` by ``c = t_{n-1}((1 + confidence)/2) /
     z((1 + confidence)/2)`` (n the fewest seeds of an alpha), the low end kept >= 0:
     ``[max(0, s - c (s - low)), s + c (high - s)]``; ``c`` is 6.5 for 2 seeds, 1.42 for 5, 1.003 for
-    400. On synthetic sweeps with a known spread (:mod:`initmem.bridge.calibrate`) the plain
+    400. On synthetic sweeps with a known spread (:mod:`initmem.bridge.study.calibrate`) the plain
     percentile interval covered it in about 80% of replicas with 2 seeds; the expanded one in 97-99.7%
     with 2 or 5 seeds (``docs/unit-of-forgetting.md``).
     """
@@ -587,11 +585,6 @@ def spread_table(
     dis = ("disagreement", "seed_disagreement", "excess", "excess_lo", "excess_hi")
     columns = [c for c in SPREAD_COLUMNS if with_disagreement or c not in dis]
     return pd.DataFrame(rows).reindex(columns=columns)  # every column, NaN where undefined
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.empirical.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

@@ -184,6 +184,40 @@ class RunResult:
         return dataclasses.asdict(self)
 
     @classmethod
+    def completed(
+        cls,
+        run_dir: str | Path,
+        run_hash: str,
+        *,
+        test_acc: float,
+        epochs_run: int,
+        steps_run: int,
+        best_val_acc: float,
+        best_epoch: int | None = None,
+        final_train_acc: float = 1.0,
+        final_test_acc: float | None = None,
+        wall_time: float = 0.0,
+    ) -> RunResult:
+        """The result of a run that finished without diverging (``status`` "completed"): what a
+        synthetic run (written without training) records. ``best_epoch`` defaults to the last epoch
+        and ``final_test_acc`` to ``test_acc`` (the last evaluation selected)."""
+        return cls(
+            status="completed",
+            best_val_acc=float(best_val_acc),
+            test_acc=float(test_acc),
+            best_epoch=int(epochs_run if best_epoch is None else best_epoch),
+            final_train_acc=float(final_train_acc),
+            final_test_acc=float(test_acc if final_test_acc is None else final_test_acc),
+            epochs_run=int(epochs_run),
+            steps_run=int(steps_run),
+            diverged_step=None,
+            reason=None,
+            wall_time=float(wall_time),
+            hash=run_hash,
+            run_dir=str(run_dir),
+        )
+
+    @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunResult:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})

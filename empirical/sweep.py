@@ -60,11 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from initmem.deprecation import moved
-
 from . import backends, loggers, runfolder
 from .config import ConfigError, RunConfig, unknown_field_message
-from .deprecated import DEPRECATED
 from .provenance import plugin_sources
 from .sessions import SessionClock
 from .workers import DEFAULT_TRAINER, resolve_trainer
@@ -440,11 +437,7 @@ def prepare_sweep(
     """
     runs = spec.expand()
     sweep_dir = Path(sweep_dir)
-    manifest = [{"hash": r.hash, "variant": r.variant, "config": r.config.to_dict()} for r in runs]
-    for entry, run in zip(manifest, runs, strict=True):
-        entry["config"]["out_dir"] = str(run.run_dir(sweep_dir).resolve())
-    manifest_path = sweep_dir / "manifest.json"
-    if manifest_path.exists() and not update:
+    if (sweep_dir / "manifest.json").exists() and not update:
         old = [{"hash": r.hash, "variant": r.variant} for r in read_manifest(sweep_dir)]
         if [(e["hash"], e["variant"]) for e in old] != [(r.hash, r.variant) for r in runs]:
             common = len({e["hash"] for e in old} & {r.hash for r in runs})
@@ -459,9 +452,7 @@ def prepare_sweep(
                 f"one of {len(runs)}); pass update=True (--update) to replace its manifest, keeping "
                 "finished runs, or choose another output folder"
             )
-    (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
-    runfolder.write_atomic(sweep_dir / "sweep.toml", spec.source or spec.to_toml())
-    runfolder.write_atomic(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    write_sweep_folder(sweep_dir, spec.source or spec.to_toml(), runs)
     return runs
 
 
@@ -480,6 +471,24 @@ def _plugins_changed(sweep_dir: Path, runs: list[SweepRun]) -> str | None:
         {r.config.to_dict()[f] for r in runs for f in plugin_sources(r.config.to_dict())}
     )
     return f"the source of plug-in {', '.join(names)} changed" if names else None
+
+
+def write_sweep_folder(sweep_dir: str | Path, source: str, runs: list[SweepRun]) -> None:
+    """Write a sweep folder's ``sweep.toml`` (``source``) and ``manifest.json`` (``runs`` in order,
+    each config's ``out_dir`` its run folder), atomically, and create ``runs/``: the one writer of
+    both files (:func:`prepare_sweep`, the synthetic sweeps of ``initmem.bridge.study.synthetic``)."""
+    sweep_dir = Path(sweep_dir)
+    manifest = [
+        {
+            "hash": r.hash,
+            "variant": r.variant,
+            "config": r.config.to_dict() | {"out_dir": str(r.run_dir(sweep_dir).resolve())},
+        }
+        for r in runs
+    ]
+    (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
+    runfolder.write_atomic(sweep_dir / "sweep.toml", source)
+    runfolder.write_atomic(sweep_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
 
 
 def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
@@ -891,11 +900,6 @@ def _outcome_line(
     return line + (f" ({wall:.0f} s)" if isinstance(wall, (int, float)) else "")
 
 
-def __getattr__(name: str) -> Any:
-    """Deprecated names of this module (``initmem.empirical.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
-
-
 __all__ = [
     "BACKENDS",
     "DEFAULT_TRAINER",
@@ -909,6 +913,7 @@ __all__ = [
     "pack_tasks",
     "preset_text",
     "prepare_sweep",
+    "write_sweep_folder",
     "read_manifest",
     "run_sweep",
     "sweep_status",

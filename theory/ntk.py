@@ -396,7 +396,7 @@ def linearized_l2_mse(
     pulls ``theta`` to zero, not to ``theta_0``, so the dynamics do not close on ``f`` and ``K``
     alone. They do close on two functions: the *offset* ``g`` (untouched by training) and the
     *parameter-carried* part ``u = J theta_0`` (pass ``jtheta0_*``; see
-    :func:`initmem.theory.kernels.init_outputs`; ``None`` means ``u = f0``, a model linear in its
+    :func:`initmem.theory.empirical_kernels.init_outputs`; ``None`` means ``u = f0``, a model linear in its
     parameters such as random features or a linear model, where ``g = 0``).
 
     Derivation (parameter space, ``A = J^T J / N + lambda I``, ``K = J J^T``):

@@ -35,10 +35,9 @@ steps of a per-step increment (:func:`unit_increments`), dimensionless except ``
   had an effect of order the init (``e``-fold contraction, or growth equal to the alpha = 1 norm).
 
 Derivation. Derived here from the one-step identities of :mod:`initmem.theory.normalized` (cited
-there). With ``mu = 0`` and ``inv_init_sq_per_coord = 1`` the sums are exactly those of
-:func:`initmem.theory.schedule.accumulated_regularization` (``explicit``, ``sgd_noise``, ``adam``),
-which is this function's special case, computed by it, and deprecated: with momentum its numbers are
-not the accumulated regularization. :func:`initmem.theory.forgetting.predict_forgetting` reports
+there). With ``mu = 0`` and ``inv_init_sq_per_coord = 1`` the sums are the momentum-free sums of
+:mod:`initmem.theory.schedule` (``explicit``, ``sgd_noise``, ``adam``); with momentum those are not
+the accumulated regularization. :func:`initmem.theory.forgetting.predict_forgetting` reports
 :func:`accumulated_units` (``ForgettingReport.accumulated``).
 
 The same function serves the dry run of a sweep (``initmem sweep run FILE --dry-run``: the schedule

@@ -14,15 +14,17 @@ predictions of the largest alpha disagree with the others on a fraction ``0.5 ex
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.synthetic import write_run_logs
+from initmem.bridge.study.synthetic import write_run_logs
+from initmem.empirical import runfolder
 from initmem.empirical.config import RunConfig
+from initmem.empirical.sweep import SweepRun, write_sweep_folder
 
 TRAIN_SIZE, BATCH, EPOCHS, N_TEST = 1280, 32, 30, 2000
 STEPS_PER_EPOCH = TRAIN_SIZE // BATCH  # 40
@@ -88,7 +90,7 @@ def write_synthetic_sweep(
     log the evaluation at init only)."""
     rng = np.random.default_rng(1234)
     root = Path(root)
-    manifest = []
+    runs = []
     epochs = np.arange(EPOCHS + 1)
     steps = epochs * STEPS_PER_EPOCH
     labels = rng.integers(0, 10, N_TEST).astype(np.int16)
@@ -161,28 +163,23 @@ def write_synthetic_sweep(
                     test_labels=labels,
                     best_test_pred=preds[-1],
                 )
-                result = {
-                    "status": "completed",
-                    "best_val_acc": 0.85,
-                    "test_acc": float(test_acc[-1]),
-                    "best_epoch": EPOCHS,
-                    "final_train_acc": 1.0,
-                    "final_test_acc": float(test_acc[-1]),
-                    "epochs_run": EPOCHS,
-                    "steps_run": int(steps[-1]),
-                    "diverged_step": None,
-                    "reason": None,
-                    "wall_time": 1.0,
-                    "hash": cfg.hash,
-                    "run_dir": str(run_dir),
-                }
+                result = runfolder.RunResult.completed(
+                    run_dir,
+                    cfg.hash,
+                    test_acc=test_acc[-1],
+                    epochs_run=EPOCHS,
+                    steps_run=steps[-1],
+                    best_val_acc=0.85,
+                    wall_time=1.0,
+                )
                 if early:
-                    result |= {"status": "diverged", "epochs_run": 0, "steps_run": 5}
-                    result |= {"diverged_step": 5, "reason": "non-finite training loss (nan)"}
-                (run_dir / "result.json").write_text(json.dumps(result))
-                manifest.append({"hash": cfg.hash, "variant": "synthetic", "config": cfg.to_dict()})
-    (root / "manifest.json").write_text(json.dumps(manifest))
-    (root / "sweep.toml").write_text("# synthetic sweep written by tests/bridge/synthetic.py\n")
+                    result = dataclasses.replace(
+                        result, status="diverged", epochs_run=0, steps_run=5, diverged_step=5,
+                        reason="non-finite training loss (nan)",
+                    )  # fmt: skip
+                runfolder.write_result(run_dir, result)
+                runs.append(SweepRun(cfg.hash, "synthetic", cfg))
+    write_sweep_folder(root, "# synthetic sweep written by tests/bridge/synthetic.py\n", runs)
     return root
 
 

@@ -146,18 +146,6 @@ def test_steps_per_epoch_from_logs_ignores_a_partial_last_epoch():
     assert np.isnan(per_epoch["b"])
 
 
-def test_renamed_names_keep_deprecated_aliases():
-    import initmem.bridge
-    import initmem.bridge.measure as measure
-
-    with pytest.warns(DeprecationWarning, match="BridgeDataError"):
-        assert initmem.bridge.SweepError is BridgeDataError
-    with pytest.warns(DeprecationWarning, match="BridgeDataError"):
-        assert measure.SweepError is BridgeDataError
-    with pytest.warns(DeprecationWarning, match="accuracy_curves"):
-        assert measure.accuracy_table is measure.accuracy_curves
-
-
 def test_a_pipeline_whose_large_alpha_diverged_at_once_is_named_and_left_out(tmp_path):
     """Issue 37, 6: one pipeline's alpha-8 runs diverged before their first evaluation. The units
     study used to stop with "t must hold at least one time > 0"; now that pipeline is named in one

@@ -26,7 +26,6 @@ from initmem.bridge.units import (
 from initmem.empirical.config import RunConfig
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, norm_memory_curves
 from initmem.empirical.tables import load_sweep
-from initmem.theory.schedule import accumulated_regularization
 
 BASE = dict(dataset="synthetic", train_size=1280, val_size=1000, batch_size=32, epochs=10)
 
@@ -46,10 +45,12 @@ def test_unit_sums_match_theory_schedule(changes):
     mu = config.momentum if config.optimizer in ("sgd", "rmsprop") else 0.0
     lrs = step_lrs(config)
     assert len(lrs) == config.total_steps == 400
-    with pytest.warns(DeprecationWarning):  # the momentum-free sums, rescaled by hand
-        theory = accumulated_regularization(
-            lrs / (1 - mu), config.l2 + config.weight_decay * (1 - mu), config.batch_size
-        )
+    eff = lrs / (1 - mu)  # heavy ball: an effective step lr / (1 - mu); L2 rides it, decay does not
+    theory = {
+        "explicit": float(np.sum(eff * (config.l2 + config.weight_decay * (1 - mu)))),
+        "sgd_noise": float(np.sum(eff**2)) / config.batch_size,
+        "adam": float(np.sum(eff**2)),
+    }
     sums = run_unit_increments(config, inv_init_sq_per_coord=7.0).sum()
     assert sums["explicit"] == pytest.approx(theory["explicit"], rel=1e-12)
     assert sums["sgd_noise"] == pytest.approx(theory["sgd_noise"], rel=1e-12)

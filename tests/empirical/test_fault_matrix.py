@@ -127,7 +127,7 @@ def numbers(runs: pd.DataFrame) -> dict[str, tuple]:
 def analyse(sweep_dir: Path) -> tuple[pd.DataFrame, list[str], list[str]]:
     """What report, bridge and study read of every kept run (load_sweep, then the logs, layers and
     predictions of the finished runs); the warnings, one line each."""
-    from initmem.bridge.measure import disagreement_curves
+    from initmem.empirical.curves import disagreement_curves
     from initmem.empirical.memory import seed_disagreement
 
     with warnings.catch_warnings(record=True) as caught:

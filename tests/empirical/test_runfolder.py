@@ -145,13 +145,6 @@ def test_start_step_none_when_finished_else_the_checkpoint_step(tmp_path):
     assert read_start_step(tmp_path) is None
 
 
-def test_runlog_is_an_alias_of_the_run_folder_module():
-    from initmem.empirical import runlog
-
-    for name in runlog.__all__:
-        assert getattr(runlog, name) is getattr(runfolder, name)
-
-
 def test_every_run_records_what_made_it(tiny_config):
     """Issue 37, 4: config.json's provenance holds the versions, the device and, from a git
     checkout, the commit (checked against git itself); the study documents' Reproduce sentence

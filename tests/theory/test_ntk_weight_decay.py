@@ -6,7 +6,7 @@ import torch
 from scipy.linalg import expm
 from torch.func import functional_call, jvp
 
-from initmem.theory.kernels import ReLUMLP, empirical_ntk, init_outputs
+from initmem.theory.empirical_kernels import ReLUMLP, empirical_ntk, init_outputs
 from initmem.theory.ntk import (
     forgetting_times,
     gradient_descent_mse,

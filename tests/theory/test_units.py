@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from initmem.theory import schedule, units
+from initmem.theory import units
 
 
 def test_constant_schedule_closed_forms():
@@ -39,20 +39,6 @@ def test_constant_schedule_closed_forms():
         inv_init_sq_per_coord=inv,
     )
     assert adam["accumulated"] == pytest.approx(T * lr * wd + T * lr**2 * inv)
-
-
-def test_schedule_accumulated_regularization_is_the_special_case():
-    rng = np.random.default_rng(0)
-    lrs = rng.uniform(0, 0.1, 300)
-    with pytest.warns(DeprecationWarning):
-        old = schedule.accumulated_regularization(lrs, 0.01, 32)
-    new = units.accumulated_units(
-        lrs, optimizer="sgd", batch_size=32, steps_per_epoch=1, l2=0.01, inv_init_sq_per_coord=1.0
-    )
-    assert old["explicit"] == pytest.approx(float(np.sum(lrs * 0.01)), rel=1e-12)
-    assert old["sgd_noise"] == pytest.approx(new["sgd_noise"], rel=1e-12)
-    assert old["adam"] == pytest.approx(float(np.sum(lrs**2)), rel=1e-12)
-    assert old["explicit"] == pytest.approx(new["explicit"], rel=1e-12)
 
 
 def test_explicit_unit_is_the_contraction_of_heavy_ball_with_l2_and_decoupled_decay():

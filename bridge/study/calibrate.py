@@ -2,13 +2,13 @@
 
 Setting
 -------
-:mod:`initmem.bridge.synthetic` draws replicas of a sweep's design under a stated truth (forgetting in
+:mod:`initmem.bridge.study.synthetic` draws replicas of a sweep's design under a stated truth (forgetting in
 accumulated regularization, in epochs, or in neither; seed noise around it). Every verdict the study
 prints is computed on each replica with the study's own functions and scored against the truth:
 
 * **unit decision** per memory (norm, spread): the rank decision
-  (:func:`initmem.bridge.stats.rank_bootstrap`, the study's rule) and, with ``rules`` including
-  ``"loo"``, the leave-one-pipeline-out R^2 rule it replaced (:func:`~initmem.bridge.stats.unit_bootstrap`)
+  (:func:`initmem.bridge.unit_decision.rank_bootstrap`, the study's rule) and, with ``rules`` including
+  ``"loo"``, the leave-one-pipeline-out R^2 rule it replaced (:func:`~initmem.bridge.unit_decision.unit_bootstrap`)
   and its collapse sentence. Naming a unit other than the truth's is wrong (under ``neither`` any
   named unit is wrong); "cannot tell" is never wrong, only powerless.
 * **spread above its null** per pipeline (:func:`~initmem.empirical.memory.spread_null`, p < 0.05):
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import stats
+from initmem.bridge import unit_decision
 from initmem.bridge.fits import COLLAPSE_R2
-from initmem.bridge.synthetic import TRUTHS, Design, Truth, draw, replica_cubes
+from initmem.bridge.study.synthetic import TRUTHS, Design, Truth, draw, replica_cubes
 from initmem.empirical import memory
 from initmem.theory.criterion import interval_state
 
@@ -86,15 +86,21 @@ def score_replica(
     rows = []
     right_unit = truth if truth != "neither" else "cannot tell"
     if "rank" in rules:
-        table = stats.rank_bootstrap(cubes, n_boot=n_boot, seed=seed)
+        table = unit_decision.rank_bootstrap(cubes, n_boot=n_boot, seed=seed)
         for _, r in table.iterrows():
-            guard = stats.decision_guard(cubes[r["memory"]], stats.DECIDING_UNITS, 0, 0)
+            guard = unit_decision.decision_guard(
+                cubes[r["memory"]], unit_decision.DECIDING_UNITS, 0, 0
+            )
             said = "cannot tell" if guard else r["rank_winner"]
             wrong = said != "cannot tell" and said != right_unit
             rows.append(_row("unit decision (rank)", r["memory"], said, wrong))
     if "loo" in rules:
-        intervals, decision = stats.unit_bootstrap(
-            cubes, list(stats.DECIDING_UNITS), n_boot=n_boot, seed=seed, with_parametric=False
+        intervals, decision = unit_decision.unit_bootstrap(
+            cubes,
+            list(unit_decision.DECIDING_UNITS),
+            n_boot=n_boot,
+            seed=seed,
+            with_parametric=False,
         )
         for _, r in decision.iterrows():
             said = r["winner"]
@@ -183,7 +189,7 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
 @dataclass
 class Calibration:
     """Scored replicas of one design: ``scores`` (one row per replica and verdict, with ``truth`` and
-    ``replica``), ``design``, ``truths`` (the :class:`~initmem.bridge.synthetic.Truth` per unit),
+    ``replica``), ``design``, ``truths`` (the :class:`~initmem.bridge.study.synthetic.Truth` per unit),
     ``n_replicas``, ``seconds`` (wall time)."""
 
     scores: pd.DataFrame
@@ -235,7 +241,7 @@ def calibrate(
 ) -> Calibration:
     """``n_replicas`` replicas of ``design`` under each truth of :data:`TRUTHS`, every verdict scored.
 
-    ``truths``: ``{unit: Truth}`` (default: :class:`~initmem.bridge.synthetic.Truth` of each unit with
+    ``truths``: ``{unit: Truth}`` (default: :class:`~initmem.bridge.study.synthetic.Truth` of each unit with
     its default noise). Replica i under a truth draws from ``(seed, i, truth)`` alone, so reruns agree
     and ``workers`` processes (each scoring a share of the replicas) give the same table as one.
     """
@@ -342,7 +348,7 @@ def allowed_verdicts(scores: pd.DataFrame, verdict: str = "unit decision (rank)"
     out: dict = {}
     for subject, group in part.groupby("subject", sort=False):
         worst = {}
-        for said in stats.DECIDING_UNITS:
+        for said in unit_decision.DECIDING_UNITS:
             rates = [
                 float((g["said"] == said).mean())
                 for truth, g in group.groupby("truth", sort=False)
@@ -413,7 +419,7 @@ def power_table(
                     "error_hi": error_hi,
                     **{
                         f"said_{u}": float((group["said"] == u).mean())
-                        for u in stats.DECIDING_UNITS
+                        for u in unit_decision.DECIDING_UNITS
                     },
                 }
             )
@@ -561,7 +567,7 @@ def calibrate_study(
         for _, row in decision.iterrows():
             unit = row.get("winner")
             if (
-                unit in stats.DECIDING_UNITS
+                unit in unit_decision.DECIDING_UNITS
                 and allowed.get(row["memory"], {}).get(unit, 1) <= MAX_ERROR
             ):
                 continue
@@ -571,7 +577,9 @@ def calibrate_study(
                 )
                 continue
             guess = (
-                stats.DECIDING_UNITS[0] if row.get("rank_diff", 0) >= 0 else stats.DECIDING_UNITS[1]
+                unit_decision.DECIDING_UNITS[0]
+                if row.get("rank_diff", 0) >= 0
+                else unit_decision.DECIDING_UNITS[1]
             )
             tells[row["memory"]], found = _search(
                 design, truths, row["memory"], guess, n_replicas, seed
@@ -622,12 +630,12 @@ def apply_calibration(
             note = (
                 f"not calibrated on this design ({command or 'initmem study DIR --calibrate 200'})"
             )
-            if winner == stats.DECIDING_UNITS[1]:
+            if winner == unit_decision.DECIDING_UNITS[1]:
                 winner, why = "cannot tell", "a verdict for epochs needs its error rate calibrated"
         else:
             n = calibrated.calibration.n_replicas
             worst = calibrated.allowed.get(row["memory"], {})
-            if winner in stats.DECIDING_UNITS:
+            if winner in unit_decision.DECIDING_UNITS:
                 rate = worst.get(winner, math.nan)
                 note = (
                     f"calibrated: named wrongly in {rate:.1%} of {n} synthetic replicas per truth"
@@ -647,6 +655,6 @@ def apply_calibration(
     decision["why_not"] = whys
     decision["calibration"] = notes
     for _, row in decision.iterrows():
-        texts.append(stats.unit_decision_text(row))
+        texts.append(unit_decision.unit_decision_text(row))
     decision["text"] = texts
     return decision

@@ -45,7 +45,7 @@ Definitions (each computed per cell from the folder; the measures are :mod:`init
 (A5) **Verdict** per architecture: "the thesis does not hold here" when any of its cells disagrees;
      "the data agree with the thesis here" when every cell agrees; else "cannot tell at this size".
 
-:func:`architecture_study` computes the cells; :mod:`initmem.bridge.architecture_document` writes
+:func:`architecture_study` computes the cells; :mod:`initmem.bridge.study.architecture_document` writes
 ``docs/architectures.md`` from them (``initmem study DIR --doc docs/architectures.md``).
 """
 
@@ -59,12 +59,12 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import preregister
-from initmem.bridge.architecture_document import document
 from initmem.bridge.measure import decide_seeds
+from initmem.bridge.study.architecture_document import document
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
-from initmem.theory.criterion import interval_state
+from initmem.theory.criterion import FORGETTING, interval_state
 
 #: An accuracy spread whose 95% upper end lies below this (pp) counts as gone (A1), when its
 #: permutation p-value is not small and the seeds could have made it small.
@@ -106,7 +106,7 @@ class ArchitectureStudy:
         ]
 
     def markdown(self, *, command: str = "", wall: str = "") -> str:
-        """The published document (:func:`initmem.bridge.architecture_document.document`)."""
+        """The published document (:func:`initmem.bridge.study.architecture_document.document`)."""
         return document(self, command=command, wall=wall)
 
 
@@ -225,7 +225,7 @@ def law_sentence(model: str, cells: pd.DataFrame) -> str:
     ]
     reached = int((~defined["norm_time_censored"]).sum())
     return (
-        f"{model}: the measured norm memory reached 1/e within the run in {reached} of "
+        f"{model}: the measured norm memory was forgotten ({FORGETTING.name}) within the run in {reached} of "
         f"{len(defined)} pipelines (censored in the others); the normalized-weight laws' predicted "
         f"forgetting matches the measured end state in {len(match)} of the {len(decided)} "
         f"pipelines whose end state is decided."
