@@ -144,7 +144,7 @@ def test_predictions_written_after_runs_started_say_so_everywhere(tmp_path, caps
     training"; the first write says "pre-registered before training"."""
     import shutil
 
-    from initmem.bridge.architectures import sweep_predictions
+    from initmem.bridge.study.architectures import sweep_predictions
 
     sweep_file = tmp_path / "sweep.toml"
     sweep_file.write_text(textwrap.dedent(SWEEP).format(data=tmp_path / "data"))
