@@ -109,7 +109,7 @@ def lazy_decay(config: RunConfig, depth: float):
     over the config's per-step lr multipliers, forgotten at 1/e; ``inf`` when no decay acts or the
     schedule ends first). ``depth``: the effective degree of the decayed parameters
     (:func:`lazy_degree`)."""
-    from initmem.theory.ntk import lazy_forgetting
+    from initmem.theory.ntk import lazy_forgetting  # with its model-side twin below: on first use
 
     return lazy_forgetting(
         config.lr,
@@ -158,6 +158,7 @@ def lazy_degree(model, names: list[str], x) -> float:
     :func:`initmem.theory.ntk.homogeneity_degree` of
     :func:`initmem.theory.empirical_kernels.init_outputs` on the float64 eval-mode probe model of
     :func:`memory_fraction` (only ``names`` trainable); NaN for no parameters."""
+    # torch: the model's outputs and their parameter-carried part
     from initmem.theory.empirical_kernels import init_outputs
     from initmem.theory.ntk import homogeneity_degree
 
@@ -337,7 +338,7 @@ CLOCK_COLUMNS = ("written_at", "runs_started_before", "first_run_started_at")
 def run_started_at(run_dir: Path) -> str | None:
     """When a run first started (UTC ISO): its config.json's ``started_at``, else the earliest
     modification time of its files; None if it never started (no file of a run)."""
-    import datetime
+    import datetime  # the clock's readers: loaded when a sweep's clock is read
 
     from initmem.empirical.runfolder import RAW_PREDICTIONS, RUN_FILES
 
@@ -497,7 +498,7 @@ def read_sweep_predictions(sweep_dir: str | Path) -> pd.DataFrame:
     and ``provenance`` (:func:`provenance_label`); empty when the folder has none. An index without
     a column (written by an older initmem, or edited) reads it as empty; a damaged table raises
     :class:`~initmem.empirical.runfolder.DamagedFileError` naming it."""
-    from initmem.empirical.runfolder import DamagedFileError
+    from initmem.empirical.runfolder import DamagedFileError  # only where a table is damaged
 
     root = Path(sweep_dir) / PREDICTIONS_FOLDER
     if not (root / "index.csv").is_file():

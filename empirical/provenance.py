@@ -15,6 +15,7 @@ import datetime
 import functools
 import hashlib
 import importlib.util
+import json
 import platform
 import subprocess
 import sys
@@ -74,6 +75,8 @@ def _file_digest(path: str, mtime_ns: int, size: int) -> str:
 
 def provenance(values: dict[str, Any], device: str) -> dict[str, Any]:
     """The record of what made a run of config ``values`` on ``device`` (see the module docstring)."""
+    # the versions of the stack that trains: loaded here, where a run is recorded, so that the
+    # config (which imports this module) stays free of torch
     import numpy
     import torch
 
@@ -109,7 +112,7 @@ def utc_now() -> str:
 def initmem_version() -> str:
     """The installed initmem version ("unknown" when not installed)."""
     try:
-        from importlib.metadata import version
+        from importlib.metadata import version  # only for this cached look-up
 
         return version("initmem")
     except Exception:  # noqa: BLE001 - not installed (a bare checkout)
@@ -164,8 +167,6 @@ def plugin_change(recorded: dict[str, Any], values: dict[str, Any]) -> str | Non
 
 def recorded_provenance(run_dir: str | Path) -> dict[str, Any] | None:
     """The ``provenance`` a run's config.json records (None: none, or unreadable)."""
-    import json
-
     try:
         payload = json.loads((Path(run_dir) / "config.json").read_text())
     except (OSError, ValueError):

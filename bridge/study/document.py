@@ -543,6 +543,7 @@ def reproduce_lines(trained: pd.DataFrame, command: str, wall: str) -> list[str]
             "",
         ]
     if "run_dir" in trained and len(trained):
+        # the runs' recorded provenance: read only where the study lists trained runs
         from initmem.empirical.provenance import provenance_sentence
 
         if sentence := provenance_sentence(list(trained["run_dir"])):

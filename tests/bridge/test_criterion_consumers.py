@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from initmem.bridge.study.architectures import norm_state, norm_times
 from initmem.bridge.fits import fit_decay_time
 from initmem.bridge.measure import norm_forgetting_times
 from initmem.bridge.predict import predicted_times
+from initmem.bridge.study.architectures import norm_state, norm_times
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
 from initmem.empirical.memory import norm_memory_end, norm_sentences
 
