@@ -34,22 +34,41 @@ from initmem.empirical.memory import (
     norm_sentences,
     spread_table,
 )
-from initmem.empirical.sweep import sweep_status
+from initmem.empirical import runfolder
+from initmem.empirical.sweep import SweepStatus, sweep_status
 from initmem.empirical.tables import (
     FINISHED,
     INTERPOLATION_THRESHOLD,
     load_epochs,
     load_layers,
+    load_runs,
     load_sweep,
     pipeline_columns,
 )
 from initmem.theory.criterion import FORGETTING
 
 FIGURE_DPI = 120
+#: Where ``write_report`` writes the report of run folders when no ``out`` is given (working folder).
+RUNS_REPORT_DIR = "initmem-report"
+
+
+def runs_status(runs: pd.DataFrame) -> SweepStatus:
+    """The :class:`~initmem.empirical.sweep.SweepStatus` of any runs (a :func:`load_runs` frame)."""
+    counts = runs["status"].value_counts()
+    failed = runs[runs["status"] == "failed"]
+    return SweepStatus(
+        total=len(runs),
+        resumable=0,
+        failures=tuple(
+            (h, v, runfolder.failure_message(d))
+            for h, v, d in zip(failed["hash"], failed["variant"], failed["run_dir"], strict=True)
+        ),
+        **{state: int(counts.get(state, 0)) for state in runfolder.RUN_STATES},
+    )
 
 
 def write_report(
-    sweep_dir: str | Path,
+    sweep_dir: str | Path | Sequence[str | Path],
     *,
     notes: Sequence[str] = (),
     n_boot: int = 2000,
@@ -59,17 +78,31 @@ def write_report(
     """Write ``report.md`` and ``figures/*.png`` into ``out`` (default: the sweep folder, which is only
     read otherwise); return the report's path.
 
+    ``sweep_dir``: a sweep folder, or run folders (and sweep folders) in any mix, read by
+    :func:`~initmem.empirical.tables.load_runs` (the pipelines inferred from the configs; ``out``
+    defaults to :data:`RUNS_REPORT_DIR` in the working folder then).
+
     ``notes`` are Markdown paragraphs placed after the summary table (e.g. a demo's verdict). The
     figures are :class:`matplotlib.figure.Figure` objects (no pyplot): the caller's backend and
     pyplot's figure list are left as they were.
     """
-    sweep_dir = Path(sweep_dir)
-    out = sweep_dir if out is None else Path(out)
+    paths = [sweep_dir] if isinstance(sweep_dir, (str, Path)) else list(sweep_dir)
+    one_sweep = len(paths) == 1 and (Path(paths[0]) / "manifest.json").is_file()
+    if one_sweep:
+        sweep_dir = Path(paths[0])
+        out = sweep_dir if out is None else Path(out)
+        runs = load_sweep(sweep_dir)
+        status = sweep_status(sweep_dir)
+        name, description = _title(sweep_dir)
+        where = f"Folder `{sweep_dir}`"
+    else:
+        out = Path(RUNS_REPORT_DIR if out is None else out)
+        runs = load_runs(paths)
+        status = runs_status(runs)
+        name, description = f"{len(runs)} run folders", ""
+        where = "Run folders " + ", ".join(f"`{p}`" for p in paths)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    runs = load_sweep(sweep_dir)
-    status = sweep_status(sweep_dir)
-    name, description = _title(sweep_dir)
     spread = spread_table(runs, n_boot=n_boot, confidence=confidence)
     accuracy = accuracy_table(runs)
     finished = runs[runs["status"].isin(FINISHED)]
@@ -80,7 +113,7 @@ def write_report(
     if description:
         lines += [description.strip(), ""]
     lines += [
-        f"Folder `{sweep_dir}`: {status.summary()}.",
+        f"{where}: {status.summary()}.",
         "",
         "## Initialization memory per pipeline",
         "",

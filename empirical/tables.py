@@ -15,6 +15,7 @@ here (the memory tables give percent). Example::
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,7 +26,7 @@ import pandas as pd
 
 from . import runfolder
 from .config import NON_HASHED_FIELDS, RunConfig, config_hash
-from .sweep import read_manifest
+from .sweep import SweepError, read_manifest
 
 #: The RunResult numbers copied into :func:`load_sweep`'s rows (NaN / None until a run finishes).
 RESULT_COLUMNS = (
@@ -86,27 +87,93 @@ def load_sweep(sweep_dir: str | Path, manifest: list | None = None) -> pd.DataFr
     file the analyses read fails :func:`~initmem.empirical.runfolder.run_damage`). ``manifest``: the folder's
     :func:`~initmem.empirical.sweep.read_manifest`, when the caller has read it already.
     """
+    runs = read_manifest(sweep_dir) if manifest is None else manifest
+    return _runs_frame(
+        [(run.hash, run.variant, run.config.to_dict(), run.run_dir(sweep_dir)) for run in runs]
+    )
+
+
+#: The variant of a run folder that no sweep manifest names (``load_runs``).
+RUN_VARIANT = "run"
+
+
+def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """What :func:`load_sweep` returns, for any run folders: trained by ``train()``, by a sweep, or both.
+
+    ``paths``: run folders (holding ``config.json``) and sweep folders (holding ``manifest.json``:
+    all their runs), in any mix. The pipelines are inferred from the configs (:func:`pipeline_id`),
+    so runs of one pipeline at several alphas and seeds are measured together wherever they were
+    trained. A run's ``variant`` is its sweep's (when its folder is ``SWEEP/runs/<hash>``), else
+    :data:`RUN_VARIANT`; the ``label`` adds the fields that tell its pipeline apart. A run listed twice
+    (the same hash) is read once. Raises :class:`~initmem.empirical.sweep.SweepError` for a path that is
+    neither kind of folder, and :class:`~initmem.empirical.runfolder.DamagedFileError` for a
+    ``config.json`` that cannot be read. Example::
+
+        runs = load_runs(["runs/sgd-a0.5", "runs/sgd-a2", "sweeps/demo"])
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    entries: dict[str, tuple[str, str, dict[str, Any], Path]] = {}
+    for path in map(Path, paths):
+        if (path / "manifest.json").is_file():
+            found = [
+                (run.hash, run.variant, run.config.to_dict(), run.run_dir(path))
+                for run in read_manifest(path)
+            ]
+        elif (path / "config.json").is_file():
+            found = [_run_folder_entry(path)]
+        else:
+            raise SweepError(
+                f"{path} is not a sweep folder (no manifest.json) nor a run folder "
+                "(no config.json)"
+            )
+        for entry in found:
+            entries.setdefault(entry[0], entry)
+    return _runs_frame(list(entries.values()))
+
+
+def _run_folder_entry(run_dir: Path) -> tuple[str, str, dict[str, Any], Path]:
+    """(hash, variant, config dict, folder) of one run folder, from its ``config.json``."""
+    path = run_dir / "config.json"
+    try:
+        recorded = json.loads(path.read_text())
+        run_hash, values = str(recorded["hash"]), recorded["config"]
+        config = RunConfig.from_dict(values, validate=False).to_dict()
+    except (ValueError, KeyError, TypeError) as err:  # cut short, edited by hand, another version
+        raise runfolder.DamagedFileError(
+            path, " ".join(str(err).split()) or type(err).__name__, "retrain the run"
+        ) from None
+    variant = RUN_VARIANT
+    sweep_dir = run_dir.resolve().parent.parent
+    if run_dir.resolve().parent.name == "runs" and (sweep_dir / "manifest.json").is_file():
+        try:
+            variant = next((r.variant for r in read_manifest(sweep_dir) if r.hash == run_hash), variant)
+        except (SweepError, runfolder.DamagedFileError):  # the run stands alone
+            pass
+    return run_hash, variant, config, run_dir
+
+
+def _runs_frame(entries: list[tuple[str, str, dict[str, Any], Path]]) -> pd.DataFrame:
+    """The tidy frame of :func:`load_sweep` from (hash, variant, config dict, run folder) entries."""
     rows = []
-    for run in read_manifest(sweep_dir) if manifest is None else manifest:
-        config = run.config.to_dict()
-        run_dir = run.run_dir(sweep_dir)
+    for run_hash, variant, config, run_dir in entries:
         row: dict[str, Any] = {
-            "hash": run.hash,
-            "variant": run.variant,
+            "hash": run_hash,
+            "variant": variant,
             "pipeline": pipeline_id(config),
             "run_dir": str(run_dir),
             "status": runfolder.run_state(run_dir),
         }
-        row.update({k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
+        row.update({k: _cell(v) for k, v in config.items()})
         result = {}
         checked = row["status"] in (*FINISHED, "damaged")
-        damage = runfolder.run_damage(run_dir, run.hash) if checked else ""
+        damage = runfolder.run_damage(run_dir, run_hash) if checked else ""
         if damage:  # its numbers cannot be trusted: left out, said once
             row["status"] = "damaged"
             warnings.warn(
-                f"skipping damaged run {run.hash} ({run.variant}): {damage}",
+                f"skipping damaged run {run_hash} ({variant}): {damage}",
                 runfolder.DamagedRunWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         elif row["status"] in FINISHED:
             result = runfolder.read_result(run_dir) or {}
@@ -121,6 +188,11 @@ def load_sweep(sweep_dir: str | Path, manifest: list | None = None) -> pd.DataFr
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     frame.insert(3, "label", pipeline_labels(frame))
     return frame
+
+
+def _cell(value: Any) -> Any:
+    """A config value as a table cell: lists become tuples (hashable)."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -218,7 +290,9 @@ __all__ = [
     "load_epochs",
     "load_layers",
     "load_predictions",
+    "load_runs",
     "load_sweep",
+    "RUN_VARIANT",
     "pipeline_columns",
     "pipeline_id",
     "pipeline_labels",

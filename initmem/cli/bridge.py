@@ -6,6 +6,9 @@ import argparse
 
 from initmem.cli import SUBCOMMANDS, fail
 
+#: Where ``initmem bridge RUN ...`` writes when no --out is given (working folder).
+RUNS_BRIDGE_DIR = "initmem-bridge"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -17,9 +20,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "one against the other and tests which unit of forgetting collapses the pipelines. Writes "
         "fit.csv, units.csv, the other tables, report.md and PNG figures.",
     )
-    parser.add_argument("dir", metavar="DIR", help="sweep folder (initmem sweep run ... --out DIR)")
     parser.add_argument(
-        "--out", metavar="DIR", default=None, help="output folder (default: DIR/bridge)"
+        "dirs",
+        metavar="DIR",
+        nargs="+",
+        help="a sweep folder (initmem sweep run ... --out DIR), or run folders (initmem train, "
+        "train(); sweep runs too): the pipelines are inferred from the configs",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="output folder (default: DIR/bridge for one sweep folder, ./initmem-bridge for run "
+        "folders)",
     )
     parser.add_argument(
         "--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)"
@@ -32,16 +45,19 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from initmem.bridge import BridgeDataError, fit
+    from initmem.empirical.runfolder import DamagedFileError
     from initmem.empirical.sweep import SweepError as SweepFolderError
-    from initmem.empirical.tables import load_sweep
+    from initmem.empirical.tables import load_runs
 
     if args.n_boot < 0:
         return fail(f"--n-boot must be >= 0 (got {args.n_boot})")
     try:
-        report = fit(load_sweep(args.dir), n_boot=args.n_boot)
-    except (BridgeDataError, SweepFolderError) as err:
+        report = fit(load_runs(args.dirs), n_boot=args.n_boot)
+    except (BridgeDataError, SweepFolderError, DamagedFileError) as err:
         return fail(str(err))
-    out = Path(args.out) if args.out else Path(args.dir) / "bridge"
+    one_sweep = len(args.dirs) == 1 and (Path(args.dirs[0]) / "manifest.json").is_file()
+    default = Path(args.dirs[0]) / "bridge" if one_sweep else Path(RUNS_BRIDGE_DIR)
+    out = Path(args.out) if args.out else default
     written = report.save(out, figures=not args.no_figures)
     print(report.summary())
     print(f"bridge: {len(written)} files in {out} (fit.csv, units.csv, report.md, ...)")

@@ -14,7 +14,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Spread of test accuracy across alpha per pipeline, disagreement, interpolation, "
         "accuracy against alpha, training curves and per-layer effective learning rates.",
     )
-    parser.add_argument("dir", metavar="DIR", help="sweep folder (initmem sweep run ... --out DIR)")
+    parser.add_argument(
+        "dirs",
+        metavar="DIR",
+        nargs="+",
+        help="a sweep folder (initmem sweep run ... --out DIR), or run folders (initmem train, "
+        "train(); sweep runs too): the pipelines are inferred from the configs",
+    )
     parser.add_argument(
         "--n-boot", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)"
     )
@@ -22,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out",
         metavar="OUT",
         default=None,
-        help="write report.md and figures/ here (default: DIR; the sweep folder is only read)",
+        help="write report.md and figures/ here (default: DIR for one sweep folder, which is only read "
+        "otherwise; ./initmem-report for run folders)",
     )
     parser.set_defaults(func=run)
 
@@ -31,13 +38,14 @@ def run(args: argparse.Namespace) -> int:
     from initmem.empirical.memory import spread_table
     from initmem.empirical.report import write_report
     from initmem.empirical.sweep import SweepError
-    from initmem.empirical.tables import load_sweep
+    from initmem.empirical.runfolder import DamagedFileError
+    from initmem.empirical.tables import load_runs
 
     try:
-        path = write_report(args.dir, n_boot=args.n_boot, out=args.out)
-    except SweepError as err:
+        path = write_report(args.dirs, n_boot=args.n_boot, out=args.out)
+    except (SweepError, DamagedFileError) as err:
         return fail(str(err))
-    spread = spread_table(load_sweep(args.dir), n_boot=args.n_boot, with_disagreement=False)
+    spread = spread_table(load_runs(args.dirs), n_boot=args.n_boot, with_disagreement=False)
     print(format_spread(spread))
     print(f"report: {path}")
     return 0
