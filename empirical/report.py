@@ -26,7 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, NullLocator
 
-from initmem.empirical import markdown
+from initmem.empirical import markdown, runfolder
 from initmem.empirical.curves import MemoryDataError, norm_memory_curves
 from initmem.empirical.memory import (
     accuracy_table,
@@ -34,7 +34,6 @@ from initmem.empirical.memory import (
     norm_sentences,
     spread_table,
 )
-from initmem.empirical import runfolder
 from initmem.empirical.sweep import SweepStatus, sweep_status
 from initmem.empirical.tables import (
     FINISHED,

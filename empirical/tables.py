@@ -124,8 +124,7 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
             found = [_run_folder_entry(path)]
         else:
             raise SweepError(
-                f"{path} is not a sweep folder (no manifest.json) nor a run folder "
-                "(no config.json)"
+                f"{path} is not a sweep folder (no manifest.json) nor a run folder (no config.json)"
             )
         for entry in found:
             entries.setdefault(entry[0], entry)
@@ -147,7 +146,9 @@ def _run_folder_entry(run_dir: Path) -> tuple[str, str, dict[str, Any], Path]:
     sweep_dir = run_dir.resolve().parent.parent
     if run_dir.resolve().parent.name == "runs" and (sweep_dir / "manifest.json").is_file():
         try:
-            variant = next((r.variant for r in read_manifest(sweep_dir) if r.hash == run_hash), variant)
+            variant = next(
+                (r.variant for r in read_manifest(sweep_dir) if r.hash == run_hash), variant
+            )
         except (SweepError, runfolder.DamagedFileError):  # the run stands alone
             pass
     return run_hash, variant, config, run_dir

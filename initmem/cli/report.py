@@ -37,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from initmem.empirical.memory import spread_table
     from initmem.empirical.report import write_report
-    from initmem.empirical.sweep import SweepError
     from initmem.empirical.runfolder import DamagedFileError
+    from initmem.empirical.sweep import SweepError
     from initmem.empirical.tables import load_runs
 
     try:
