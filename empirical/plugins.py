@@ -2,10 +2,12 @@
 
 A plug-in string names a function that the trainer calls with the run's :class:`~.config.RunConfig`:
 
-- ``model = "mylab.nets:wide_mlp"``: ``wide_mlp(config) -> torch.nn.Module`` (logits of shape
-  ``(B, classes)`` for images ``(B, 3, 32, 32)``). The default init is drawn from ``config.seed``;
+- ``model = "mylab.nets:wide_mlp"``: ``wide_mlp(config, **model_args) -> torch.nn.Module`` (logits
+  of shape ``(B, classes)`` for images ``(B, 3, 32, 32)``; ``model_args``: the config's table of
+  keyword arguments, ``model_args.depth = 4``, empty by default). The default init is drawn from ``config.seed``;
   alpha scales it by parameter group (:mod:`.models`).
-- ``dataset = "mylab.data:my_pools"``: ``my_pools(config) -> (train_x, train_y, test_x, test_y)``,
+- ``dataset = "mylab.data:my_pools"``: ``my_pools(config, **dataset_args) -> (train_x, train_y,
+  test_x, test_y)``,
   uint8 images ``(n, 3, 32, 32)`` and integer labels: the official training pool (split into train /
   validation by ``split_seed`` like every data set) and the test pool (:mod:`.data`).
 
@@ -17,8 +19,10 @@ module or function that cannot be found raises :class:`PluginError` naming the s
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import Callable
+from typing import Any
 
 #: ``package.module:function``: dotted module path, one colon, a function name.
 PLUGIN_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
@@ -62,4 +66,26 @@ def resolve_plugin(name: str, field: str) -> Callable:
     return function
 
 
-__all__ = ["PLUGIN_PATTERN", "PluginError", "is_plugin", "plugin_problem", "resolve_plugin"]
+def call_plugin(function: Callable, config: Any, args: dict[str, Any], field: str) -> Any:
+    """``function(config, **args)``: a plug-in called with its argument table (``model_args`` /
+    ``dataset_args``); arguments it does not take raise :class:`PluginError` naming ``field``."""
+    try:
+        inspect.signature(function).bind(config, **args)
+    except TypeError as err:
+        raise PluginError(
+            f"{field}_args = {args!r}: {getattr(config, field)!r} does not take them ({err}); "
+            f"give the function keyword parameters of these names"
+        ) from None
+    except ValueError:  # no signature to read (a builtin): let the call say
+        pass
+    return function(config, **args)
+
+
+__all__ = [
+    "PLUGIN_PATTERN",
+    "PluginError",
+    "call_plugin",
+    "is_plugin",
+    "plugin_problem",
+    "resolve_plugin",
+]

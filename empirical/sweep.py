@@ -62,7 +62,7 @@ from typing import Any
 from initmem.deprecation import moved
 
 from . import backends, loggers, runfolder
-from .config import ConfigError, RunConfig, unknown_field_message
+from .config import ARGS_FIELDS, ConfigError, RunConfig, unknown_field_message
 from .deprecated import DEPRECATED
 from .sessions import SessionClock
 from .workers import DEFAULT_TRAINER, resolve_trainer
@@ -378,18 +378,33 @@ def _study_table(study: dict[str, Any]) -> dict[str, Any]:
 def _check_fields(where: str, values: dict[str, Any]) -> None:
     known = RunConfig.field_names()
     for key in values:
-        if key not in known:
+        head, dot, _ = key.partition(".")
+        if key not in known and not (dot and head in ARGS_FIELDS):
             raise SweepError(unknown_field_message(key, where))
 
 
 def _grid_table(where: str, grid: Any) -> dict[str, list[Any]]:
     if not isinstance(grid, dict):
         raise SweepError(f"{where} must be a table of field = [values]")
+    grid = _dotted_args(grid)
     _check_fields(where, grid)
     for key, values in grid.items():
         if not isinstance(values, (list, tuple)) or len(values) == 0:
             raise SweepError(f"{where}.{key} must be a non-empty list of values (got {values!r})")
     return {k: list(v) for k, v in grid.items()}
+
+
+def _dotted_args(grid: dict[str, Any]) -> dict[str, Any]:
+    """A grid with its argument tables as dotted axes: TOML reads ``model_args.depth = [2, 4]`` as
+    ``{"model_args": {"depth": [2, 4]}}``, the axis ``"model_args.depth"`` (each run's value is folded
+    into its ``model_args`` by :func:`~.config.fold_dotted_args`)."""
+    flat: dict[str, Any] = {}
+    for key, values in grid.items():
+        if key.partition(".")[0] in ARGS_FIELDS and isinstance(values, dict):
+            flat.update(_dotted_args({f"{key}.{k}": v for k, v in values.items()}))
+        else:
+            flat[key] = values
+    return flat
 
 
 def _toml_value(value: Any) -> str:
