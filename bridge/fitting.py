@@ -333,6 +333,7 @@ def fit(
     notes: list[str] = []
     planned = runs
     runs = measure.prepare_runs(runs)
+    notes += tables.missing_memory_sentences(runs)
     measure.require_alphas(runs, planned=planned)
     epochs, layers = measure.load_logs(runs)
     steps_per_epoch = measure.steps_per_epoch(epochs.merge(runs[["hash", "pipeline"]], on="hash"))

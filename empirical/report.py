@@ -3,7 +3,7 @@
 ``write_report(DIR)`` writes ``DIR/report.md`` and ``DIR/figures/*.png``:
 
 - ``accuracy_vs_alpha.png``: test accuracy of the validation-selected model against alpha, one line
-  per pipeline with error bars over seeds, beside the final train accuracy (interpolation line 99.5%);
+  per pipeline with error bars over seeds, beside the final train accuracy (interpolation line: the threshold);
 - ``spread.png``: the spread across alpha per pipeline with its bootstrap interval;
 - ``training_curves.png``: train (un-augmented) and test accuracy over epochs, one panel per pipeline,
   one colour per alpha (seed mean);
@@ -38,11 +38,14 @@ from initmem.empirical.sweep import SweepStatus, sweep_status
 from initmem.empirical.tables import (
     FINISHED,
     INTERPOLATION_THRESHOLD,
+    interpolation_thresholds,
     load_epochs,
     load_layers,
     load_runs,
     load_sweep,
+    missing_memory_sentences,
     pipeline_columns,
+    threshold_text,
 )
 from initmem.theory.criterion import FORGETTING
 
@@ -73,13 +76,16 @@ def write_report(
     n_boot: int = 2000,
     confidence: float = 0.95,
     out: str | Path | None = None,
+    interpolation: float | None = None,
 ) -> Path:
     """Write ``report.md`` and ``figures/*.png`` into ``out`` (default: the sweep folder, which is only
     read otherwise); return the report's path.
 
     ``sweep_dir``: a sweep folder, or run folders (and sweep folders) in any mix, read by
     :func:`~initmem.empirical.tables.load_runs` (the pipelines inferred from the configs; ``out``
-    defaults to :data:`RUNS_REPORT_DIR` in the working folder then).
+    defaults to :data:`RUNS_REPORT_DIR` in the working folder then). ``interpolation``: the train
+    accuracy (fraction) a run must reach to count as interpolating (None: the sweep file's
+    ``[study] interpolation``, else ``tables.INTERPOLATION_THRESHOLD``).
 
     ``notes`` are Markdown paragraphs placed after the summary table (e.g. a demo's verdict). The
     figures are :class:`matplotlib.figure.Figure` objects (no pyplot): the caller's backend and
@@ -90,13 +96,13 @@ def write_report(
     if one_sweep:
         sweep_dir = Path(paths[0])
         out = sweep_dir if out is None else Path(out)
-        runs = load_sweep(sweep_dir)
+        runs = load_sweep(sweep_dir, interpolation=interpolation)
         status = sweep_status(sweep_dir)
         name, description = _title(sweep_dir)
         where = f"Folder `{sweep_dir}`"
     else:
         out = Path(RUNS_REPORT_DIR if out is None else out)
-        runs = load_runs(paths)
+        runs = load_runs(paths, interpolation=interpolation)
         status = runs_status(runs)
         name, description = f"{len(runs)} run folders", ""
         where = "Run folders " + ", ".join(f"`{p}`" for p in paths)
@@ -118,7 +124,7 @@ def write_report(
         "",
         "A pipeline is every config field except `alpha` (init scale) and `seed`. Every memory is "
         "measured on the pipeline's *seeds used*: those whose runs interpolate (final train accuracy "
-        f">= {100 * INTERPOLATION_THRESHOLD:g}% on the un-augmented training set) at every alpha "
+        f">= {threshold_text(runs)} on the un-augmented training set) at every alpha "
         "(definition M1 of `initmem.empirical.memory`; fewer than 2: no memory). *Spread* (M2): max "
         "minus min over alpha of the seed-mean test accuracy of the validation-selected checkpoint "
         f"(percentage points), with a {100 * confidence:.0f}% bootstrap interval over seeds, its noise "
@@ -133,11 +139,13 @@ def write_report(
         lines += ["No finished runs yet.", ""]
     else:
         lines += [_markdown_table(_spread_display(spread, confidence)), ""]
+        lines += [f"- {sentence}" for sentence in missing_memory_sentences(runs)] + [""]
         lines += [*[f"{n.strip()}\n" for n in notes]]
         lines += [_figure(figures / "spread.png", plot_spread(spread, figures / "spread.png"))]
         lines += ["", "## Test accuracy against alpha", ""]
         lines += [_markdown_table(_accuracy_display(accuracy)), ""]
-        plot_accuracy_vs_alpha(accuracy, figures / "accuracy_vs_alpha.png")
+        thresholds = interpolation_thresholds(runs).tolist()
+        plot_accuracy_vs_alpha(accuracy, figures / "accuracy_vs_alpha.png", thresholds)
         lines += [_figure(figures / "accuracy_vs_alpha.png", True), ""]
     lines += ["## Training curves", ""]
     done = plot_training_curves(finished, epochs, figures / "training_curves.png")
@@ -340,8 +348,11 @@ def plot_spread(spread: pd.DataFrame, path: Path) -> bool:
     return True
 
 
-def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
-    """Test accuracy (seed mean ± std) and lowest final train accuracy against alpha, per pipeline."""
+def plot_accuracy_vs_alpha(
+    accuracy: pd.DataFrame, path: Path, thresholds: Sequence[float] = (INTERPOLATION_THRESHOLD,)
+) -> bool:
+    """Test accuracy (seed mean ± std) and lowest final train accuracy against alpha, per pipeline;
+    ``thresholds``: the interpolation thresholds (fractions) drawn as lines."""
     if accuracy.empty:
         return False
     fig = Figure(figsize=(12, 4.5))
@@ -360,7 +371,9 @@ def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
         ax_train.plot(
             group["alpha"], group["min_train_acc_pct"], marker="s", color=color, label=label
         )
-    ax_train.axhline(99.5, color="k", ls="--", lw=1, label="99.5% (interpolation)")
+    for threshold in sorted(set(thresholds)):
+        pct = 100 * threshold
+        ax_train.axhline(pct, color="k", ls="--", lw=1, label=f"{pct:g}% (interpolation)")
     for ax in (ax_test, ax_train):
         _alpha_axis(ax, accuracy["alpha"])
     ax_test.set_ylabel("test accuracy of the validation-selected model (%)")

@@ -78,7 +78,10 @@ SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep", "
 SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit", "logger")
 #: Keys of the optional ``[study]`` table: the analysis fixed with the sweep (``initmem study DIR``
 #: reads them from the folder's sweep.toml; its command line overrides them), with their least value.
-STUDY_OPTIONS = {"n_boot": 1, "calibrate": 0}
+STUDY_OPTIONS = {"n_boot": 1, "calibrate": 0, "interpolation": 0}
+#: The ``[study]`` options that are fractions in (0, 1] rather than integers: ``interpolation``, the
+#: final train accuracy at or above which a run counts as interpolating (``tables.interpolates``).
+STUDY_FRACTIONS = ("interpolation",)
 BACKENDS = tuple(backends.BACKENDS)
 #: Sweeps of this many runs or more show a progress bar while they are expanded and validated.
 PROGRESS_MIN_RUNS = 100_000
@@ -364,15 +367,33 @@ def _table(values: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _study_table(study: dict[str, Any]) -> dict[str, Any]:
-    """The ``[study]`` table, checked: known keys, integers at or above their least value."""
+    """The ``[study]`` table, checked: known keys, integers at or above their least value, fractions
+    (:data:`STUDY_FRACTIONS`) in (0, 1]."""
     unknown = sorted(set(study) - set(STUDY_OPTIONS))
     if unknown:
         raise SweepError(f"unknown [study] option(s) {unknown}; allowed: {list(STUDY_OPTIONS)}")
     for key, value in study.items():
+        if key in STUDY_FRACTIONS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise SweepError(
+                    f"[study] {key} must be a fraction with 0 < {key} <= 1 (got {value!r})"
+                )
+            continue
         least = STUDY_OPTIONS[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise SweepError(f"[study] {key} must be an integer >= {least} (got {value!r})")
     return study
+
+
+def read_study_table(sweep_dir: str | Path) -> dict[str, Any]:
+    """The checked ``[study]`` table of a sweep folder's ``sweep.toml`` ({} without a readable
+    file; a table that fails its check raises :class:`SweepError`)."""
+    path = Path(sweep_dir) / "sweep.toml"
+    try:
+        values = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    return _study_table(_table(values, "study"))
 
 
 def _check_fields(where: str, values: dict[str, Any]) -> None:
@@ -832,7 +853,9 @@ __all__ = [
     "DEFAULT_TRAINER",
     "SweepError",
     "SweepRun",
+    "STUDY_FRACTIONS",
     "STUDY_OPTIONS",
+    "read_study_table",
     "SweepSpec",
     "SweepStatus",
     "Variant",

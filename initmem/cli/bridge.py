@@ -38,6 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)"
     )
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
+    parser.add_argument(
+        "--interpolation",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="final train accuracy at or above which a run counts as interpolating; memories are "
+        "measured on such runs (default: the sweep file's [study] interpolation, else 0.995)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -51,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n_boot < 0:
         return fail(f"--n-boot must be >= 0 (got {args.n_boot})")
+    if args.interpolation is not None and not 0 < args.interpolation <= 1:
+        return fail(f"--interpolation must satisfy 0 < FRACTION <= 1 (got {args.interpolation})")
     try:
-        report = fit(load_runs(args.dirs), n_boot=args.n_boot)
+        report = fit(load_runs(args.dirs, interpolation=args.interpolation), n_boot=args.n_boot)
     except (BridgeDataError, SweepFolderError, DamagedFileError) as err:
         return fail(str(err))
     one_sweep = len(args.dirs) == 1 and (Path(args.dirs[0]) / "manifest.json").is_file()

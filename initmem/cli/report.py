@@ -31,6 +31,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write report.md and figures/ here (default: DIR for one sweep folder, which is only read "
         "otherwise; ./initmem-report for run folders)",
     )
+    parser.add_argument(
+        "--interpolation",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="final train accuracy at or above which a run counts as interpolating; memories are "
+        "measured on such runs (default: the sweep file's [study] interpolation, else 0.995)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -41,11 +49,16 @@ def run(args: argparse.Namespace) -> int:
     from initmem.empirical.sweep import SweepError
     from initmem.empirical.tables import load_runs
 
+    if args.interpolation is not None and not 0 < args.interpolation <= 1:
+        return fail(f"--interpolation must satisfy 0 < FRACTION <= 1 (got {args.interpolation})")
     try:
-        path = write_report(args.dirs, n_boot=args.n_boot, out=args.out)
+        path = write_report(
+            args.dirs, n_boot=args.n_boot, out=args.out, interpolation=args.interpolation
+        )
     except (SweepError, DamagedFileError) as err:
         return fail(str(err))
-    spread = spread_table(load_runs(args.dirs), n_boot=args.n_boot, with_disagreement=False)
+    runs = load_runs(args.dirs, interpolation=args.interpolation)
+    spread = spread_table(runs, n_boot=args.n_boot, with_disagreement=False)
     print(format_spread(spread))
     print(f"report: {path}")
     return 0

@@ -12,7 +12,7 @@ import pytest
 from initmem.empirical.memory import spread_table
 from initmem.empirical.runfolder import DamagedFileError
 from initmem.empirical.sweep import SweepError, read_manifest
-from initmem.empirical.tables import RUN_VARIANT, load_runs, load_sweep
+from initmem.empirical.tables import RUN_VARIANT, load_runs, load_sweep, missing_memory_sentences
 from initmem.empirical.trainer import train
 from tests.empirical.test_memory import make_sweep
 
@@ -76,3 +76,34 @@ def test_runs_trained_by_train_make_one_pipeline(tiny_config):
     assert runs["pipeline"].nunique() == 1 and sorted(runs["alpha"]) == [0.5, 2.0]
     assert list(runs["status"]) == ["completed", "completed"]
     assert runs["test_acc"].tolist() == [r.test_acc for r in results]
+
+
+def test_the_interpolation_threshold_is_the_sweeps_and_every_missing_memory_is_said(tmp_path):
+    """sgd at alpha=2 seed 1 ends at 99.0% train accuracy: below the default 99.5% its pipeline has
+    one interpolating seed (no memory, said in a sentence naming that run); at ``[study]
+    interpolation = 0.98`` both seeds count and the spread is the seed-mean max - min over alpha."""
+    from tests.empirical.test_memory import ACC
+
+    sweep = make_sweep(tmp_path / "sweep")
+    runs = load_sweep(sweep)
+    spread = spread_table(runs, n_boot=20).set_index("label")
+    assert np.isnan(spread.loc["sgd", "spread_pp"])
+    (sentence,) = missing_memory_sentences(runs)
+    assert sentence.startswith("sgd has no memory: 1 of 2 seeds interpolate at every alpha")
+    assert ">= 99.5%" in sentence and "alpha=2 seed 1 (99.0%)" in sentence
+    assert "[study] interpolation" in sentence
+
+    toml = sweep / "sweep.toml"
+    toml.write_text(toml.read_text() + "\n[study]\ninterpolation = 0.98\n")
+    runs = load_sweep(sweep)
+    assert set(runs["interpolation"]) == {0.98} and missing_memory_sentences(runs) == []
+    means = {alpha: 100 * np.mean(ACC[("sgd", alpha)]) for alpha in (0.5, 1.0, 2.0)}
+    spread = spread_table(runs, n_boot=20).set_index("label")
+    assert spread.loc["sgd", "spread_pp"] == pytest.approx(
+        max(means.values()) - min(means.values()), abs=1e-9
+    )
+    # the caller's threshold wins over the file's; a bad one in the file names the field
+    assert set(load_sweep(sweep, interpolation=0.999)["interpolation"]) == {0.999}
+    toml.write_text(toml.read_text().replace("0.98", "1.5"))
+    with pytest.raises(SweepError, match=r"\[study\] interpolation must be a fraction"):
+        load_sweep(sweep)
