@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import inspect
 import time
 import traceback
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import RunConfig
-from .loggers import write_events
+from .loggers import EventLog, write_events
 from .runfolder import (
     clear_failure,
     failure_message,
@@ -105,7 +106,7 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
             clear_failure(run_dir)  # a retry of a failed run
             try:
                 config = RunConfig.from_dict(task["config"])
-                returned = resolve_trainer(trainer)(config)
+                returned = _train_logged(resolve_trainer(trainer), config, task.get("logger"))
                 result = read_result(run_dir)
                 if result is None:  # a trainer that does not write result.json itself
                     result = _result_dict(returned, task)
@@ -176,6 +177,22 @@ def record_failure(task: dict[str, Any], text: str) -> Outcome:
 def fail_task(task: dict[str, Any], text: str) -> list[Outcome]:
     """:func:`record_failure` for every run of a task (a dead worker, a cluster error)."""
     return [record_failure(run, text) for run in task_runs(task)]
+
+
+def _train_logged(train_fn: Callable, config: RunConfig, logger: str | None) -> Any:
+    """``train_fn(config)``, with the sweep's logger writing at every evaluation when the trainer
+    takes a ``callback`` (the default one does); otherwise the events come when the run finished."""
+    try:
+        takes_callback = "callback" in inspect.signature(train_fn).parameters
+    except (TypeError, ValueError):  # no signature to read
+        takes_callback = False
+    if not logger or not takes_callback:
+        return train_fn(config)
+    events = EventLog(config.out_dir, logger)
+    try:
+        return train_fn(config, callback=events)
+    finally:
+        events.close()
 
 
 def _locked_outcome(task: dict[str, Any]) -> Outcome:
