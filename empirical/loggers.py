@@ -76,9 +76,8 @@ class EventLog:
         if not records:
             return 0
         if self.writer is None:
-            from torch.utils.tensorboard import (
-                SummaryWriter,
-            )  # optional package, loaded only to log
+            # deferred: an optional package, loaded only to log
+            from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(log_dir=str(self.dir))
         for record in records:
