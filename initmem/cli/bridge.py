@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="final train accuracy at or above which a run counts as interpolating; memories are "
         "measured on such runs (default: the sweep file's [study] interpolation, else 0.995)",
     )
+    parser.add_argument(
+        "--no-groups",
+        action="store_true",
+        help="leave out the per-group table (each parameter group's predicted and measured memory; "
+        "it builds each pipeline's model and reads a few images of its data)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -62,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     if args.interpolation is not None and not 0 < args.interpolation <= 1:
         return fail(f"--interpolation must satisfy 0 < FRACTION <= 1 (got {args.interpolation})")
     try:
-        report = fit(load_runs(args.dirs, interpolation=args.interpolation), n_boot=args.n_boot)
+        runs = load_runs(args.dirs, interpolation=args.interpolation)
+        report = fit(runs, n_boot=args.n_boot)
     except (BridgeDataError, SweepFolderError, DamagedFileError) as err:
         return fail(str(err))
     one_sweep = len(args.dirs) == 1 and (Path(args.dirs[0]) / "manifest.json").is_file()
@@ -70,5 +77,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default
     written = report.save(out, figures=not args.no_figures)
     print(report.summary())
+    if not args.no_groups:
+        from initmem.bridge.groups import try_group_section
+
+        print(try_group_section(runs, out, out / "report.md"))
     print(f"bridge: {len(written)} files in {out} (fit.csv, units.csv, report.md, ...)")
     return 0

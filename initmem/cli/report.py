@@ -39,6 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="final train accuracy at or above which a run counts as interpolating; memories are "
         "measured on such runs (default: the sweep file's [study] interpolation, else 0.995)",
     )
+    parser.add_argument(
+        "--no-groups",
+        action="store_true",
+        help="leave out the per-group table (each parameter group's predicted and measured memory; "
+        "it builds each pipeline's model and reads a few images of its data)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -60,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
     runs = load_runs(args.dirs, interpolation=args.interpolation)
     spread = spread_table(runs, n_boot=args.n_boot, with_disagreement=False)
     print(format_spread(spread))
+    if not args.no_groups:
+        from initmem.bridge.groups import try_group_section
+
+        print(try_group_section(runs, path.parent, path))
     print(f"report: {path}")
     return 0
 
