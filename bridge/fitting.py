@@ -53,6 +53,7 @@ from initmem.bridge.units import (
 )
 from initmem.empirical import curves, markdown, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
+from initmem.empirical.legend import invariant_name, legend_line
 from initmem.empirical.memory import spread_table
 from initmem.theory.criterion import FORGETTING
 
@@ -251,7 +252,7 @@ class BridgeReport:
             lines.append(
                 f"SGD one-step identity: max relative error {worst:.2e} over "
                 f"{self.identity['hash'].nunique()} runs x {self.identity['layer'].nunique()} "
-                f"BN-followed convs ({verdict} {predict.IDENTITY_TOLERANCE:.0%})"
+                f"{invariant_name(self.runs)} ({verdict} {predict.IDENTITY_TOLERANCE:.0%})"
             )
         # fits over the pipelines forgotten within the run: censored times are lower bounds
         main = self.fit[(self.fit["points"] == "forgotten")] if not self.fit.empty else self.fit
@@ -289,15 +290,24 @@ class BridgeReport:
 
     def markdown(self, figures=()) -> str:
         """The report as Markdown: summary, then each table, then the figures."""
+        summary = self.summary()
         parts = [
             "# Bridge: measured against predicted forgetting",
             "",
             "```",
-            self.summary(),
+            summary,
             "```",
         ]
+        legend = legend_line(
+            [summary, *(" ".join(map(str, t.columns)) for t in self.tables().values())]
+        )
+        parts += ["", legend] if legend else []
+        labels = self.runs.drop_duplicates("pipeline").set_index("pipeline")["label"].to_dict()
         for name, table in self.tables().items():
-            parts += ["", f"## {name}", "", markdown_table(table)]
+            shown, hidden = markdown.readable(table, labels)
+            parts += ["", f"## {name}", "", markdown_table(shown)]
+            if hidden:
+                parts += ["", f"_{len(hidden)} more columns in {name}.csv: {', '.join(hidden)}._"]
         parts += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
         return "\n".join(parts) + "\n"
 

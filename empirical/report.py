@@ -28,6 +28,7 @@ from matplotlib.ticker import NullFormatter, NullLocator
 
 from initmem.empirical import markdown, runfolder
 from initmem.empirical.curves import MemoryDataError, norm_memory_curves
+from initmem.empirical.legend import BN_CONVS, invariant_name, legend_line, pipeline_colors
 from initmem.empirical.memory import (
     accuracy_table,
     norm_memory_end,
@@ -150,15 +151,22 @@ def write_report(
     lines += ["## Training curves", ""]
     done = plot_training_curves(finished, epochs, figures / "training_curves.png")
     lines += [_figure(figures / "training_curves.png", done, "no per-epoch logs"), ""]
-    lines += ["## Effective learning rate of the BN-followed convs", ""]
+    weights = invariant_name(runs)
+    lines += [f"## Effective learning rate of the {weights}", ""]
     lines += [
-        "lr / |w|^2 for each conv weight followed by BatchNorm (scale-invariant): the quantity the "
+        f"lr / |w|^2 for each of the {weights}"
+        + (
+            " (conv weights followed by BatchNorm)"
+            if weights == BN_CONVS
+            else " (weights followed by a normalization: the function ignores their scale)"
+        )
+        + ": the quantity the "
         "init scale sets (|w| grows with alpha). Per pipeline, from the data: the norm memory at "
         "the end (log-ratio of these weights' norms between the largest and the smallest alpha over "
         "its value at init, mean over layers and seeds, 95% t-interval over seeds); the lines "
         f"converged when alpha is forgotten: {FORGETTING.name} ({FORGETTING.definition}).",
         "",
-        *[f"- {line}" for line in _convergence_lines(finished, layers)],
+        *[f"- {line}" for line in _convergence_lines(finished, layers, weights)],
         "",
     ]
     done = plot_effective_lr(finished, layers, figures / "eff_lr.png")
@@ -172,12 +180,18 @@ def write_report(
         lines += ["## Failed runs", ""]
         lines += [f"- `{h}` ({v}): {e}" for h, v, e in status.failures]
         lines += [""]
+    legend = legend_line(lines)  # the codes the report prints, spelled out once, near the top
+    if legend:
+        at = lines.index("## Initialization memory per pipeline")
+        lines[at:at] = [legend, ""]
     report = out / "report.md"
     report.write_text("\n".join(lines))
     return report
 
 
-def _convergence_lines(runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
+def _convergence_lines(
+    runs: pd.DataFrame, layers: pd.DataFrame, weights: str = BN_CONVS
+) -> list[str]:
     """Per pipeline: did the alphas' effective learning rates converge (M4, with its interval)?"""
     if runs.empty or layers.empty or "weight_norm" not in layers:
         return ["no per-layer logs: cannot tell."]
@@ -187,7 +201,7 @@ def _convergence_lines(runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
         return [f"cannot tell: {err}."]
     if not curves.empty and curves["step"].max() == 0:
         return ["no run logged an evaluation after a step (all stopped at init): nothing to tell."]
-    return norm_sentences(norm_memory_end(curves, runs)) or ["no scaled BN-followed conv."]
+    return norm_sentences(norm_memory_end(curves, runs)) or [f"none of the {weights} is scaled."]
 
 
 def _title(sweep_dir: Path) -> tuple[str, str]:
@@ -357,8 +371,9 @@ def plot_accuracy_vs_alpha(
         return False
     fig = Figure(figsize=(12, 4.5))
     ax_test, ax_train = fig.subplots(1, 2)
-    for k, (label, group) in enumerate(accuracy.groupby("label", sort=False)):
-        color = matplotlib.colormaps["tab10"](k % 10)
+    colors = pipeline_colors(accuracy["pipeline"])  # as in every figure of the folder
+    for label, group in accuracy.groupby("label", sort=False):
+        color = colors[group["pipeline"].iloc[0]]
         ax_test.errorbar(
             group["alpha"],
             group["test_acc_pct"],
@@ -463,7 +478,9 @@ def plot_effective_lr(runs: pd.DataFrame, layers: pd.DataFrame, path: Path) -> b
         ax.set_ylabel("lr / |w|² (geometric mean over layers)")
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(fontsize=8)
-    fig.suptitle("Effective learning rate of the BN-followed convs: separated lines = memory of α")
+    fig.suptitle(
+        f"Effective learning rate of the {invariant_name(runs)}: separated lines = memory of α"
+    )
     fig.tight_layout()
     _save(fig, path)
     return True
