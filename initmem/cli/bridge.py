@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from initmem.cli import SUBCOMMANDS, fail
+from initmem.cli import SUBCOMMANDS, add_runs_arguments, fail, interpolation_problem
 
 #: Where ``initmem bridge RUN ...`` writes when no --out is given (working folder).
 RUNS_BRIDGE_DIR = "initmem-bridge"
@@ -20,13 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "one against the other and tests which unit of forgetting collapses the pipelines. Writes "
         "fit.csv, units.csv, the other tables, report.md and PNG figures.",
     )
-    parser.add_argument(
-        "dirs",
-        metavar="DIR",
-        nargs="+",
-        help="a sweep folder (initmem sweep run ... --out DIR), or run folders (initmem train, "
-        "train(); sweep runs too): the pipelines are inferred from the configs",
-    )
+    add_runs_arguments(parser)
     parser.add_argument(
         "--out",
         metavar="DIR",
@@ -38,20 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)"
     )
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
-    parser.add_argument(
-        "--interpolation",
-        type=float,
-        default=None,
-        metavar="FRACTION",
-        help="final train accuracy at or above which a run counts as interpolating; memories are "
-        "measured on such runs (default: the sweep file's [study] interpolation, else 0.995)",
-    )
-    parser.add_argument(
-        "--no-groups",
-        action="store_true",
-        help="leave out the per-group table (each parameter group's predicted and measured memory; "
-        "it builds each pipeline's model and reads a few images of its data)",
-    )
     parser.set_defaults(func=run)
 
 
@@ -65,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n_boot < 0:
         return fail(f"--n-boot must be >= 0 (got {args.n_boot})")
-    if args.interpolation is not None and not 0 < args.interpolation <= 1:
-        return fail(f"--interpolation must satisfy 0 < FRACTION <= 1 (got {args.interpolation})")
+    if (problem := interpolation_problem(args.interpolation)) is not None:
+        return fail(problem)
     try:
         runs = load_runs(args.dirs, interpolation=args.interpolation)
         report = fit(runs, n_boot=args.n_boot)

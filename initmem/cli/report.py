@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from initmem.cli import SUBCOMMANDS, fail
+from initmem.cli import SUBCOMMANDS, add_runs_arguments, fail, interpolation_problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,13 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Spread of test accuracy across alpha per pipeline, disagreement, interpolation, "
         "accuracy against alpha, training curves and per-layer effective learning rates.",
     )
-    parser.add_argument(
-        "dirs",
-        metavar="DIR",
-        nargs="+",
-        help="a sweep folder (initmem sweep run ... --out DIR), or run folders (initmem train, "
-        "train(); sweep runs too): the pipelines are inferred from the configs",
-    )
+    add_runs_arguments(parser)
     parser.add_argument(
         "--n-boot", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)"
     )
@@ -30,20 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="write report.md and figures/ here (default: DIR for one sweep folder, which is only read "
         "otherwise; ./initmem-report for run folders)",
-    )
-    parser.add_argument(
-        "--interpolation",
-        type=float,
-        default=None,
-        metavar="FRACTION",
-        help="final train accuracy at or above which a run counts as interpolating; memories are "
-        "measured on such runs (default: the sweep file's [study] interpolation, else 0.995)",
-    )
-    parser.add_argument(
-        "--no-groups",
-        action="store_true",
-        help="leave out the per-group table (each parameter group's predicted and measured memory; "
-        "it builds each pipeline's model and reads a few images of its data)",
     )
     parser.set_defaults(func=run)
 
@@ -55,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from initmem.empirical.sweep import SweepError
     from initmem.empirical.tables import load_runs
 
-    if args.interpolation is not None and not 0 < args.interpolation <= 1:
-        return fail(f"--interpolation must satisfy 0 < FRACTION <= 1 (got {args.interpolation})")
+    if (problem := interpolation_problem(args.interpolation)) is not None:
+        return fail(problem)
     try:
         path = write_report(
             args.dirs, n_boot=args.n_boot, out=args.out, interpolation=args.interpolation
