@@ -264,9 +264,45 @@ class BridgeReport:
                     f"{row['intercept']:.2f}, R^2 {row['r2']:.2f} [bootstrap {row['r2_lo']:.2f}, "
                     f"{row['r2_hi']:.2f}] (n = {row['n']} pipelines forgotten within the run)"
                 )
+        lines += self.agreement_sentences()
         lines += self.verdict
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def agreement_sentences(self) -> list[str]:
+        """Per pipeline: the law's norm memory at the last evaluation against the measured one (the
+        mean over the scale-invariant layers, then the seeds), and whether they agree on forgotten."""
+        measured, predicted = self.norm_curves, self.predicted_curves
+        if measured.empty or predicted.empty:
+            return []
+        labels = self.runs.drop_duplicates("pipeline").set_index("pipeline")["label"]
+        weights = invariant_name(self.runs)
+        lines = []
+        for pipeline in labels.index:
+            seen = measured[
+                (measured["pipeline"] == pipeline) & (measured["layer"] == SCALE_INVARIANT_MEAN)
+            ]
+            law = predicted[
+                (predicted["pipeline"] == pipeline) & (predicted["layer"] == SCALE_INVARIANT_MEAN)
+            ]
+            if seen.empty or law.empty:
+                continue
+            end = int(seen["step"].max())
+            value = float(seen[seen["step"] == end]["memory"].mean())
+            at_end = law[law["step"] == end]
+            if at_end.empty or not np.isfinite(value):
+                continue
+            expected = float(at_end["memory"].mean())
+            level = FORGETTING.level
+            same = (expected <= level) == (value <= level)
+            lines.append(
+                f"{labels[pipeline]}: the law predicted norm memory {expected:.2f} of the {weights} "
+                f"at the end (step {end}); {value:.2f} was measured ("
+                + ("both" if same else "they disagree on whether alpha is")
+                + (" forgotten" if (value <= level and same) or not same else " kept")
+                + f", {FORGETTING.name})."
+            )
+        return lines
 
     def save(self, out_dir: str | Path, *, figures: bool = True) -> list[Path]:
         """Write every table as CSV and Markdown (``report.md``), and the figures as PNG."""

@@ -99,3 +99,20 @@ def test_report_and_bridge_of_run_folders_hold_the_group_table(run_dirs, tmp_pat
     assert main(argv) == 0
     assert "## Memory per parameter group" in (bridge / "report.md").read_text()
     assert (bridge / "groups.csv").is_file()
+
+
+def test_the_bridge_says_the_laws_memory_at_the_end_beside_the_measured_one(run_dirs):
+    """BridgeReport.agreement_sentences: the numbers are the curves' own at the last evaluation."""
+    from initmem.bridge import fit
+    from initmem.empirical.curves import SCALE_INVARIANT_MEAN
+
+    report = fit(tables.load_runs(run_dirs), n_boot=0)
+    (sentence,) = report.agreement_sentences()
+    mean = report.norm_curves[report.norm_curves["layer"] == SCALE_INVARIANT_MEAN]
+    end = mean["step"].max()
+    measured = mean[mean["step"] == end]["memory"].mean()
+    law = report.predicted_curves[report.predicted_curves["layer"] == SCALE_INVARIANT_MEAN]
+    predicted = law[law["step"] == end]["memory"].mean()
+    assert f"the law predicted norm memory {predicted:.2f}" in sentence
+    assert f"at the end (step {end}); {measured:.2f} was measured" in sentence
+    assert sentence in report.summary()
