@@ -340,12 +340,35 @@ class BridgeReport:
         parts += ["", legend] if legend else []
         labels = self.runs.drop_duplicates("pipeline").set_index("pipeline")["label"].to_dict()
         for name, table in self.tables().items():
+            first = [c for c in MARKDOWN_FIRST.get(name, ()) if c in table.columns]
+            table = table[first + [c for c in table.columns if c not in first]]
             shown, hidden = markdown.readable(table, labels)
             parts += ["", f"## {name}", "", markdown_table(shown)]
             if hidden:
                 parts += ["", f"_{len(hidden)} more columns in {name}.csv: {', '.join(hidden)}._"]
         parts += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
         return "\n".join(parts) + "\n"
+
+
+#: The columns a table shows first in report.md (the rest up to ``markdown.MAX_COLUMNS``; all in
+#: its CSV): for the pipelines, the memory (M2) and the forgetting times rather than the settings,
+#: which the label names.
+MARKDOWN_FIRST = {
+    "pipelines": (
+        "label",
+        "n_seeds_used",
+        "spread_pp",
+        "ci_low_pp",
+        "ci_high_pp",
+        "p_value",
+        "accumulated_end",
+        "tau_steps",
+        "forgotten",
+        "memory_end",
+        "spread_tau_steps",
+        "disagreement_tau_steps",
+    ),
+}
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
