@@ -8,7 +8,7 @@ export RAY_AUTH_MODE := disabled
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
 export MPLBACKEND := Agg
 
-.PHONY: setup data demo test lint format bench clean
+.PHONY: setup data demo test lint format bench notebooks clean
 
 setup: $(VENV)/.installed data
 
@@ -42,6 +42,10 @@ format: $(VENV)/.installed
 
 test: setup lint
 	$(PY) -m pytest -q
+
+# Execute every notebook and store it with its outputs and figures (what a code host shows).
+notebooks: setup
+	$(PY) notebooks/execute.py
 
 bench: setup
 	$(PY) benchmarks/run.py --out benchmarks/results.json

@@ -53,6 +53,7 @@ from initmem.bridge.units import (
 )
 from initmem.empirical import curves, markdown, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
+from initmem.empirical.legend import invariant_name, legend_line
 from initmem.empirical.memory import spread_table
 from initmem.theory.criterion import FORGETTING, LAYER_RULE
 
@@ -253,7 +254,7 @@ class BridgeReport:
             lines.append(
                 f"SGD one-step identity: max relative error {worst:.2e} over "
                 f"{self.identity['hash'].nunique()} runs x {self.identity['layer'].nunique()} "
-                f"BN-followed convs ({verdict} {predict.IDENTITY_TOLERANCE:.0%})"
+                f"{invariant_name(self.runs)} ({verdict} {predict.IDENTITY_TOLERANCE:.0%})"
             )
         # fits over the pipelines forgotten within the run: censored times are lower bounds
         main = self.fit[(self.fit["points"] == "forgotten")] if not self.fit.empty else self.fit
@@ -265,9 +266,45 @@ class BridgeReport:
                     f"{row['intercept']:.2f}, R^2 {row['r2']:.2f} [bootstrap {row['r2_lo']:.2f}, "
                     f"{row['r2_hi']:.2f}] (n = {row['n']} pipelines forgotten within the run)"
                 )
+        lines += self.agreement_sentences()
         lines += self.verdict
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def agreement_sentences(self) -> list[str]:
+        """Per pipeline: the law's norm memory at the last evaluation against the measured one (the
+        mean over the scale-invariant layers, then the seeds), and whether they agree on forgotten."""
+        measured, predicted = self.norm_curves, self.predicted_curves
+        if measured.empty or predicted.empty:
+            return []
+        labels = self.runs.drop_duplicates("pipeline").set_index("pipeline")["label"]
+        weights = invariant_name(self.runs)
+        lines = []
+        for pipeline in labels.index:
+            seen = measured[
+                (measured["pipeline"] == pipeline) & (measured["layer"] == SCALE_INVARIANT_MEAN)
+            ]
+            law = predicted[
+                (predicted["pipeline"] == pipeline) & (predicted["layer"] == SCALE_INVARIANT_MEAN)
+            ]
+            if seen.empty or law.empty:
+                continue
+            end = int(seen["step"].max())
+            value = float(seen[seen["step"] == end]["memory"].mean())
+            at_end = law[law["step"] == end]
+            if at_end.empty or not np.isfinite(value):
+                continue
+            expected = float(at_end["memory"].mean())
+            level = FORGETTING.level
+            same = (expected <= level) == (value <= level)
+            lines.append(
+                f"{labels[pipeline]}: the law predicted norm memory {expected:.2f} of the {weights} "
+                f"at the end (step {end}); {value:.2f} was measured ("
+                + ("both" if same else "they disagree on whether alpha is")
+                + (" forgotten" if (value <= level and same) or not same else " kept")
+                + f", {FORGETTING.name})."
+            )
+        return lines
 
     def save(self, out_dir: str | Path, *, figures: bool = True) -> list[Path]:
         """Write every table as CSV and Markdown (``report.md``), and the figures as PNG."""
@@ -291,17 +328,49 @@ class BridgeReport:
 
     def markdown(self, figures=()) -> str:
         """The report as Markdown: summary, then each table, then the figures."""
+        summary = self.summary()
         parts = [
             "# Bridge: measured against predicted forgetting",
             "",
             "```",
-            self.summary(),
+            summary,
             "```",
         ]
+        legend = legend_line(
+            [summary, *(" ".join(map(str, t.columns)) for t in self.tables().values())]
+        )
+        parts += ["", legend] if legend else []
+        labels = self.runs.drop_duplicates("pipeline").set_index("pipeline")["label"].to_dict()
         for name, table in self.tables().items():
-            parts += ["", f"## {name}", "", markdown_table(table)]
+            first = [c for c in MARKDOWN_FIRST.get(name, ()) if c in table.columns]
+            table = table[first + [c for c in table.columns if c not in first]]
+            shown, hidden = markdown.readable(table, labels)
+            parts += ["", f"## {name}", "", markdown_table(shown)]
+            if hidden:
+                parts += ["", f"_{len(hidden)} more columns in {name}.csv: {', '.join(hidden)}._"]
         parts += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
         return "\n".join(parts) + "\n"
+
+
+#: The columns a table shows first in report.md (the rest up to ``markdown.MAX_COLUMNS``; all in
+#: its CSV): for the pipelines, the memory (M2) and the forgetting times rather than the settings,
+#: which the label names.
+MARKDOWN_FIRST = {
+    "pipelines": (
+        "label",
+        "n_seeds_used",
+        "spread_pp",
+        "ci_low_pp",
+        "ci_high_pp",
+        "p_value",
+        "accumulated_end",
+        "tau_steps",
+        "forgotten",
+        "memory_end",
+        "spread_tau_steps",
+        "disagreement_tau_steps",
+    ),
+}
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
@@ -338,6 +407,7 @@ def fit(
     notes: list[str] = []
     planned = runs
     runs = measure.prepare_runs(runs)
+    notes += tables.missing_memory_sentences(runs)
     measure.require_alphas(runs, planned=planned)
     epochs, layers = measure.load_logs(runs)
     steps_per_epoch = measure.steps_per_epoch(epochs.merge(runs[["hash", "pipeline"]], on="hash"))

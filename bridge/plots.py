@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from initmem.bridge.units import UNIT_DEFINITIONS, phase_boundary, run_config
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
+from initmem.empirical.legend import invariant_name, pipeline_colors
 
 FIGURE_DPI = 120
 
@@ -49,9 +49,9 @@ def save_figures(report, out_dir: str | Path) -> list[Path]:
     return made
 
 
-def _colors(labels) -> dict:
-    cmap = matplotlib.colormaps["tab10"]
-    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+def _colors(report) -> dict:
+    """One colour per pipeline, the same in every figure of the folder (the report's, the study's)."""
+    return pipeline_colors(report.runs["pipeline"])
 
 
 def _save(fig, path: Path) -> None:
@@ -72,7 +72,7 @@ def plot_norm_memory(report, path: Path) -> bool:
     if curves.empty:
         return False
     labels = _labels(report)
-    colors = _colors(curves["pipeline"].unique())
+    colors = _colors(report)
     fig = Figure(figsize=(6.4, 4.2))
     ax = fig.subplots()
     for pipeline, group in curves.groupby("pipeline", sort=False):
@@ -87,7 +87,7 @@ def plot_norm_memory(report, path: Path) -> bool:
     ax.axhline(np.exp(-1), color="grey", lw=0.6, ls=":")
     ax.set_xlabel("optimizer steps")
     ax.set_ylabel("norm memory  ln(|w|_hi/|w|_lo) / ln(a_hi/a_lo)")
-    ax.set_title("norm memory of BN-followed convs (dashed: law; dotted: 1/e)")
+    ax.set_title(f"norm memory of the {invariant_name(report.runs)} (dashed: law; dotted: 1/e)")
     ax.legend(fontsize=7)
     _save(fig, path)
     return True
@@ -100,7 +100,7 @@ def plot_collapse(report, path: Path) -> bool:
         return False
     labels = _labels(report)
     memories = [m for m in ("norm", "spread") if (points["memory"] == m).any()]
-    colors = _colors(points["pipeline"].unique())
+    colors = _colors(report)
     fig = Figure(figsize=(10, 3.6 * len(memories)))
     axes = fig.subplots(len(memories), 2, squeeze=False)
     r2 = report.units.set_index(["memory", "unit"])["r2"] if not report.units.empty else {}
@@ -146,7 +146,7 @@ def plot_function_memory(report, path: Path) -> bool:
     if spread.empty:
         return False
     labels = _labels(report)
-    colors = _colors(spread["pipeline"].unique())
+    colors = _colors(report)
     fig = Figure(figsize=(10, 3.8))
     axes = fig.subplots(1, 2)
     for pipeline, group in spread.groupby("pipeline", sort=False):
@@ -186,7 +186,7 @@ def plot_measured_vs_predicted(report, path: Path) -> bool:
     if both.empty:
         return False
     labels = _labels(report)
-    colors = _colors(both["pipeline"].unique())
+    colors = _colors(report)
     fig = Figure(figsize=(5.2, 4.8))
     ax = fig.subplots()
     for _, row in both.iterrows():

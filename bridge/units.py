@@ -382,6 +382,15 @@ def design_counts(table: pd.DataFrame, band=(1.0, 30.0)) -> dict:
     }
 
 
+def _unit_text(row: pd.Series, unit: str) -> str:
+    """A unit's total as the design prints it; blank for the noise unit the optimizer does not add
+    (``theory.units.noise_unit``: ``adam`` for Adam-family, ``sgd_noise`` otherwise)."""
+    noise = ("sgd_noise", "adam")
+    if unit in noise and "optimizer" in row and unit != theory_units.noise_unit(row["optimizer"]):
+        return ""
+    return f"{row[unit]:.3g}"
+
+
 def format_design(table: pd.DataFrame) -> str:
     """The design as text: one line per pipeline (its units and the predicted norm memory at the end
     and forgetting time, :func:`predicted_forgetting`), then r of ln(epochs) and ln(accumulated) and
@@ -406,7 +415,8 @@ def format_design(table: pd.DataFrame) -> str:
         lines.append(
             f"  {str(row['variant'] or row['pipeline']):<22} {row['alphas']:<8} "
             f"{row['epochs']:>6.0f} {row['steps']:>6.0f} {row['accumulated']:>11.3g} "
-            f"{row['explicit']:>9.3g} {row['sgd_noise']:>9.3g} {row['adam']:>9.3g} "
+            f"{_unit_text(row, 'explicit'):>9} {_unit_text(row, 'sgd_noise'):>9} "
+            f"{_unit_text(row, 'adam'):>9} "
             f"{_memory_text(row['predicted_memory_end']):>6} "
             f"{_time_text(row['predicted_forgetting_epochs'], row.get('predicted_state', '')):>9}"
             + (

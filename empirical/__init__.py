@@ -21,6 +21,7 @@ _HOMES = {
     "disagreement_table": "memory",
     "load_epochs": "tables",
     "load_layers": "tables",
+    "load_runs": "tables",
     "load_sweep": "tables",
     "pipeline_columns": "tables",
     "spread_table": "memory",

@@ -36,6 +36,15 @@ OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 SCHEDULES = ("constant", "step", "cosine")
 ALPHA_GROUPS = ("all", "conv", "scale_invariant", "norm", "bn", "head")
 DEVICES = ("auto", "cpu", "cuda")
+#: Training losses: softmax cross-entropy on the labels, or the squared error of the logits against
+#: one-hot targets (mean over classes and images: the lazy / NTK setting of ``theory/ntk.py``).
+LOSSES = ("cross_entropy", "mse")
+#: Fields holding keyword arguments for a plug-in (``model_args.depth = 4``: ``function(config,
+#: depth=4)``): tables of TOML values, part of the run's identity (hashed).
+ARGS_FIELDS = ("model_args", "dataset_args")
+#: Fields added after run hashes were published, with their defaults: left out of the content hash
+#: while they hold them, so every run hashed before they existed keeps its hash.
+HASH_DEFAULTS: dict[str, Any] = {"model_args": {}, "dataset_args": {}, "loss": "cross_entropy"}
 PRECISIONS = ("auto", "fp32", "bf16")
 
 #: Images in each data set's official training set (before the train/validation split).
@@ -125,6 +134,11 @@ class RunConfig:
     Checks: ``allow_empty_alpha_groups`` lets a group of ``alpha_groups`` hold no parameter of the
     model (alpha then does nothing there); by default that is an error naming the group and the
     model (:func:`~.models.build_model`). Not hashed.
+
+    Plug-in arguments and loss: ``dataset_args`` / ``model_args`` keyword arguments passed to a plug-in
+    data set / model (``function(config, **model_args)``; tables of TOML values; ``model_args.depth=4``
+    on the command line); ``loss`` in :data:`LOSSES` (``"mse"``: squared error against one-hot
+    targets). Hashed, except while they hold their defaults (:data:`HASH_DEFAULTS`).
     """
 
     dataset: str = "fashion-mnist"
@@ -133,10 +147,12 @@ class RunConfig:
     val_size: int | None = None
     test_size: int | None = None
     split_seed: int = 0
+    dataset_args: dict[str, Any] = dataclasses.field(default_factory=dict)
     model: str = "resnet9"
     width: float = 1.0
     alpha: float = 1.0
     alpha_groups: tuple[str, ...] = ("all",)
+    model_args: dict[str, Any] = dataclasses.field(default_factory=dict)
     optimizer: str = "sgd"
     lr: float = 1e-3
     momentum: float = 0.0
@@ -145,6 +161,7 @@ class RunConfig:
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
+    loss: str = "cross_entropy"
     batch_size: int = 128
     epochs: int = 10
     steps: int | None = None
@@ -181,7 +198,7 @@ class RunConfig:
         """Build from a plain mapping (e.g. parsed TOML); unknown keys and bad types raise ConfigError."""
         known = _fields(cls)
         kwargs = {}
-        for key, value in values.items():
+        for key, value in fold_dotted_args(values).items():
             if key not in known:
                 raise ConfigError(unknown_field_message(key))
             kwargs[key] = _coerce(key, known[key].type, value)
@@ -206,9 +223,15 @@ class RunConfig:
         return type(self).from_dict(values)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field (tuples become lists)."""
+        """A JSON-ready dict of every field (tuples become lists; argument tables are copies)."""
         values = {name: getattr(self, name) for name in _fields(type(self))}
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        return {
+            k: list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, dict) else v
+            for k, v in values.items()
+        }
+
+    def __hash__(self) -> int:  # the argument tables are dicts: hash the content hash instead
+        return hash(self.hash)
 
     @property
     def hash(self) -> str:
@@ -301,6 +324,9 @@ class RunConfig:
         _choice("schedule", self.schedule, SCHEDULES)
         _choice("device", self.device, DEVICES)
         _choice("precision", self.precision, PRECISIONS)
+        _choice("loss", self.loss, LOSSES)
+        for name, plugin_field in zip(ARGS_FIELDS, ("model", "dataset"), strict=True):
+            _check_args(name, getattr(self, name), plugin_field, getattr(self, plugin_field))
         if not self.alpha_groups:
             raise ConfigError(f"alpha_groups must name at least one of {list(ALPHA_GROUPS)}")
         for group in self.alpha_groups:
@@ -386,8 +412,13 @@ def _fields(cls: type) -> dict[str, dataclasses.Field]:
 
 
 def config_hash(values: dict[str, Any]) -> str:
-    """16-hex-digit SHA-256 of a config dict, ignoring :data:`NON_HASHED_FIELDS`."""
-    payload = {k: v for k, v in sorted(values.items()) if k not in NON_HASHED_FIELDS}
+    """16-hex-digit SHA-256 of a config dict, ignoring :data:`NON_HASHED_FIELDS` and the fields of
+    :data:`HASH_DEFAULTS` that hold their defaults."""
+    payload = {
+        k: v
+        for k, v in sorted(values.items())
+        if k not in NON_HASHED_FIELDS and not (k in HASH_DEFAULTS and v == HASH_DEFAULTS[k])
+    }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -435,6 +466,30 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     return values
 
 
+def fold_dotted_args(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with dotted keys of an argument table (``"model_args.depth": 4``, from
+    ``--set model_args.depth=4`` or a sweep grid) merged into that table (over the table's own keys);
+    other keys unchanged. ``model_args.block.width`` sets a nested table."""
+    folded = {
+        k: v for k, v in values.items() if k.partition(".")[0] not in ARGS_FIELDS or "." not in k
+    }
+    for key, value in values.items():
+        head, dot, tail = key.partition(".")
+        if not dot or head not in ARGS_FIELDS:
+            continue
+        table = folded.get(head) or {}
+        if not isinstance(table, dict):
+            raise ConfigError(f"{head} must be a table of keyword arguments (got {table!r})")
+        table = folded[head] = dict(table)
+        *parents, leaf = tail.split(".")
+        for part in parents:
+            table = table.setdefault(part, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"{key}: {head}.{part} is not a table")
+        table[leaf] = value
+    return folded
+
+
 def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """Parse ``key=value`` strings; values are TOML literals (``0.5``, ``true``, ``[1, 2]``), else strings.
 
@@ -471,6 +526,12 @@ def _coerce(name: str, annotation: str, value: Any) -> Any:
             return None
         raise ConfigError(f"{name} cannot be empty")
     base = ann.replace(" | None", "")
+    if base.startswith("dict"):
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f"{name} must be a table of keyword arguments, e.g. {name}.depth = 4 (got {value!r})"
+            )
+        return dict(value)
     try:
         if base.startswith("tuple"):
             items = value if isinstance(value, (list, tuple)) else [value]
@@ -507,6 +568,39 @@ def _scalar(name: str, kind: type, value: Any) -> Any:
     return value
 
 
+def _check_args(name: str, args: dict[str, Any], plugin_field: str, plugin: str) -> None:
+    """An argument table: keys that are Python identifiers, TOML values, and a plug-in to take them."""
+    if not args:
+        return
+    if ":" not in plugin or plugin.startswith("torchvision:"):
+        raise ConfigError(
+            f"{name} are passed to a plug-in {plugin_field} ('package.module:function'); "
+            f"{plugin_field} = {plugin!r} takes none (got {name} = {args!r})"
+        )
+    for key, value in args.items():
+        if not (isinstance(key, str) and key.isidentifier()):
+            raise ConfigError(
+                f"{name}: {key!r} is not a keyword argument name (a Python identifier)"
+            )
+        if not _toml_value(value):
+            raise ConfigError(
+                f"{name}.{key} must be a string, number, boolean, list or table (got {value!r})"
+            )
+
+
+def _toml_value(value: Any) -> bool:
+    """Whether ``value`` is what TOML can hold (and JSON can record): the argument tables' values."""
+    if isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_toml_value(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _toml_value(v) for k, v in value.items())
+    return False
+
+
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(f"{name} must be one of {list(allowed)} (got {value!r})")
@@ -531,6 +625,7 @@ def _in_range(name, value, low, high, text, *, lower_open=False, upper_open=Fals
 
 __all__ = [
     "ALPHA_GROUPS",
+    "ARGS_FIELDS",
     "ConfigError",
     "DATASETS",
     "MODELS",
@@ -539,10 +634,13 @@ __all__ = [
     "SCHEDULES",
     "TEST_POOL_SIZES",
     "FIELD_ALIASES",
+    "HASH_DEFAULTS",
+    "LOSSES",
     "SEED_LIMIT",
     "TRAIN_POOL_SIZES",
     "config_hash",
     "identity",
+    "fold_dotted_args",
     "load_toml",
     "parse_overrides",
     "unknown_field_message",

@@ -32,6 +32,7 @@ import functools
 import gzip
 import hashlib
 import importlib.util
+import json
 import os
 import pickle
 import re
@@ -205,6 +206,7 @@ def shared_splits(
     located = _locate_pools(config, download=download)
     key = (
         config.dataset,
+        json.dumps(config.dataset_args, sort_keys=True),
         config.train_size,
         config.resolved_val_size,
         config.test_size,
@@ -248,7 +250,7 @@ def _locate_pools(config: RunConfig, *, download: bool | None) -> tuple[str, Pat
 
 def plugin_pools(config: RunConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pools of a plug-in data set (``dataset = "package.module:function"``, :mod:`.plugins`):
-    ``function(config)`` must return ``(train_x, train_y, test_x, test_y)``, uint8 images
+    ``function(config, **config.dataset_args)`` must return ``(train_x, train_y, test_x, test_y)``, uint8 images
     ``(n, 3, 32, 32)`` (numpy or torch) and integer labels ``0 .. K-1`` (``K`` classes, at least 2;
     :func:`num_classes`); the training pool must hold at least ``train_size + val_size`` images.
     Anything else raises :class:`~.plugins.PluginError` naming the data set and what is wrong.
@@ -264,7 +266,7 @@ def plugin_pools(config: RunConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         return pools
     function = resolve_plugin(config.dataset, "dataset")
     with torch.device("cpu"):  # a caller building a model on the meta device still reads real data
-        returned = call_plugin(function, config, "dataset")
+        returned = call_plugin(function, config, config.dataset_args, "dataset")
     where = f"dataset = {config.dataset!r}"
     if not (isinstance(returned, tuple | list) and len(returned) == 4):
         raise PluginError(f"{where} must return (train_x, train_y, test_x, test_y)")

@@ -63,4 +63,44 @@ def frame_table(
     return table([str(c) for c in frame.columns], rows)
 
 
-__all__ = ["MISSING", "escape", "frame_table", "interval", "number", "table"]
+#: The most columns a Markdown table shows; the rest are in the table's CSV.
+MAX_COLUMNS = 12
+#: Noise units and the optimizers they apply to (``theory.units.noise_unit``): the other is blank.
+_ADAPTIVE = ("adam", "adamw", "rmsprop")
+
+
+def readable(
+    frame: pd.DataFrame, labels: dict[str, str] | None = None, max_columns: int = MAX_COLUMNS
+) -> tuple[pd.DataFrame, list[str]]:
+    """``frame`` as a reader should see it in Markdown, and the columns left for the CSV.
+
+    Pipeline ids become their names (``labels``: pipeline -> label; a ``pipeline`` column is
+    dropped where the frame has a ``label``); a noise unit that does not apply to a row's optimizer
+    (``adam`` for SGD, ``sgd_noise`` for Adam-family) is blank; at most ``max_columns`` columns.
+    """
+    shown = frame.copy()
+    if "pipeline" in shown.columns:
+        if "label" in shown.columns:
+            shown = shown.drop(columns="pipeline")
+        elif labels:
+            shown["pipeline"] = shown["pipeline"].map(lambda p: labels.get(p, p))
+    if "optimizer" in shown.columns:
+        adaptive = shown["optimizer"].isin(_ADAPTIVE)
+        for column in [c for c in shown.columns if c == "adam" or c.startswith("adam_")]:
+            shown[column] = shown[column].astype(object).where(adaptive, "")
+        for column in [c for c in shown.columns if c == "sgd_noise" or c.startswith("sgd_noise_")]:
+            shown[column] = shown[column].astype(object).where(~adaptive, "")
+    hidden = [str(c) for c in shown.columns[max_columns:]]
+    return shown.iloc[:, :max_columns], hidden
+
+
+__all__ = [
+    "MAX_COLUMNS",
+    "MISSING",
+    "escape",
+    "frame_table",
+    "interval",
+    "number",
+    "readable",
+    "table",
+]

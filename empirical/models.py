@@ -165,12 +165,12 @@ def default_model(config: RunConfig) -> nn.Module:
     """The config's model with its default init drawn from ``config.seed`` (the global RNG is left as
     it was), before any init scaling: a built-in builder at ``config.width`` with a head of
     :func:`~.data.num_classes` outputs (10 for the built-in data sets), or a plug-in's
-    ``function(config)``."""
+    ``function(config, **config.model_args)``."""
     if is_plugin(config.model):
         builder = resolve_plugin(config.model, "model")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
-            model = call_plugin(builder, config, "model")
+            model = call_plugin(builder, config, config.model_args, "model")
         if not isinstance(model, nn.Module):
             raise PluginError(
                 f"model = {config.model!r} returned {type(model).__name__}, not a torch.nn.Module"

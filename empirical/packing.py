@@ -37,14 +37,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
 from .config import RunConfig
 from .data import DataSplits, shared_splits
 from .runfolder import RunResult, hold_run, read_start_step
-from .trainer import Divergence, RunSession, Trainer, resolve_device, train
+from .trainer import Divergence, RunSession, Trainer, resolve_device, train, training_loss
 
 #: Config fields in which packed runs may differ (everything else must be equal).
 PACKABLE_FIELDS = ("alpha", "seed", "out_dir", "quiet")
@@ -317,7 +316,8 @@ class Pack:
             with lead._autocast():
                 logits = self._forward([images for images, _ in batches], lead.memory_format)
             losses = [
-                F.cross_entropy(logits[j].float(), labels) for j, (_, labels) in enumerate(batches)
+                training_loss(lead.config.loss, logits[j].float(), labels)
+                for j, (_, labels) in enumerate(batches)
             ]
             self.packed.zero_grad()
             torch.stack(losses).sum().backward()

@@ -2,10 +2,12 @@
 
 A plug-in string names a function that the trainer calls with the run's :class:`~.config.RunConfig`:
 
-- ``model = "mylab.nets:wide_mlp"``: ``wide_mlp(config) -> torch.nn.Module`` (logits of shape
-  ``(B, classes)`` for images ``(B, 3, 32, 32)``). The default init is drawn from ``config.seed``;
+- ``model = "mylab.nets:wide_mlp"``: ``wide_mlp(config, **model_args) -> torch.nn.Module`` (logits
+  of shape ``(B, classes)`` for images ``(B, 3, 32, 32)``; ``model_args``: the config's table of
+  keyword arguments, ``model_args.depth = 4``, empty by default). The default init is drawn from ``config.seed``;
   alpha scales it by parameter group (:mod:`.models`).
-- ``dataset = "mylab.data:my_pools"``: ``my_pools(config) -> (train_x, train_y, test_x, test_y)``,
+- ``dataset = "mylab.data:my_pools"``: ``my_pools(config, **dataset_args) -> (train_x, train_y,
+  test_x, test_y)``,
   uint8 images ``(n, 3, 32, 32)`` and integer labels: the official training pool (split into train /
   validation by ``split_seed`` like every data set) and the test pool (:mod:`.data`).
 
@@ -17,6 +19,7 @@ module or function that cannot be found raises :class:`PluginError` naming the s
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import Callable
 from typing import Any
@@ -82,11 +85,22 @@ def resolve_plugin(name: str, field: str) -> Callable:
     return function
 
 
-def call_plugin(function: Callable, config: Any, field: str) -> Any:
-    """``function(config)``; an exception the plug-in raises becomes a :class:`PluginError` naming the
-    field, the plug-in and the exception, in one line (``--debug`` shows its traceback: the cause)."""
+def call_plugin(function: Callable, config: Any, args: dict[str, Any], field: str) -> Any:
+    """``function(config, **args)``: a plug-in called with its argument table (``model_args`` /
+    ``dataset_args``). Arguments it does not take raise :class:`PluginError` naming ``field``; an
+    exception the plug-in raises becomes a :class:`PluginError` naming the field, the plug-in and the
+    exception, in one line (``--debug`` shows its traceback: the cause)."""
     try:
-        return function(config)
+        inspect.signature(function).bind(config, **args)
+    except TypeError as err:
+        raise PluginError(
+            f"{field}_args = {args!r}: {getattr(config, field)!r} does not take them ({err}); "
+            f"give the function keyword parameters of these names"
+        ) from None
+    except ValueError:  # no signature to read (a builtin): let the call say
+        pass
+    try:
+        return function(config, **args)
     except PluginError:
         raise
     except Exception as err:  # noqa: BLE001 - the user's code: named, not a traceback

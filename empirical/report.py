@@ -3,7 +3,7 @@
 ``write_report(DIR)`` writes ``DIR/report.md`` and ``DIR/figures/*.png``:
 
 - ``accuracy_vs_alpha.png``: test accuracy of the validation-selected model against alpha, one line
-  per pipeline with error bars over seeds, beside the final train accuracy (interpolation line 99.5%);
+  per pipeline with error bars over seeds, beside the final train accuracy (interpolation line: the threshold);
 - ``spread.png``: the spread across alpha per pipeline with its bootstrap interval;
 - ``training_curves.png``: train (un-augmented) and test accuracy over epochs, one panel per pipeline,
   one colour per alpha (seed mean);
@@ -26,50 +26,89 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, NullLocator
 
-from initmem.empirical import markdown
+from initmem.empirical import markdown, runfolder
 from initmem.empirical.curves import MemoryDataError, norm_memory_curves
+from initmem.empirical.legend import BN_CONVS, invariant_name, legend_line, pipeline_colors
 from initmem.empirical.memory import (
     accuracy_table,
     norm_memory_end,
     norm_sentences,
     spread_table,
 )
-from initmem.empirical.sweep import sweep_status
+from initmem.empirical.sweep import SweepStatus, sweep_status
 from initmem.empirical.tables import (
     FINISHED,
     INTERPOLATION_THRESHOLD,
+    interpolation_thresholds,
     load_epochs,
     load_layers,
+    load_runs,
     load_sweep,
+    missing_memory_sentences,
     pipeline_columns,
+    threshold_text,
 )
 from initmem.theory.criterion import FORGETTING
 
 FIGURE_DPI = 120
+#: Where ``write_report`` writes the report of run folders when no ``out`` is given (working folder).
+RUNS_REPORT_DIR = "initmem-report"
+
+
+def runs_status(runs: pd.DataFrame) -> SweepStatus:
+    """The :class:`~initmem.empirical.sweep.SweepStatus` of any runs (a :func:`load_runs` frame)."""
+    counts = runs["status"].value_counts()
+    failed = runs[runs["status"] == "failed"]
+    return SweepStatus(
+        total=len(runs),
+        resumable=0,
+        failures=tuple(
+            (h, v, runfolder.failure_message(d))
+            for h, v, d in zip(failed["hash"], failed["variant"], failed["run_dir"], strict=True)
+        ),
+        **{state: int(counts.get(state, 0)) for state in runfolder.RUN_STATES},
+    )
 
 
 def write_report(
-    sweep_dir: str | Path,
+    sweep_dir: str | Path | Sequence[str | Path],
     *,
     notes: Sequence[str] = (),
     n_boot: int = 2000,
     confidence: float = 0.95,
     out: str | Path | None = None,
+    interpolation: float | None = None,
 ) -> Path:
     """Write ``report.md`` and ``figures/*.png`` into ``out`` (default: the sweep folder, which is only
     read otherwise); return the report's path.
+
+    ``sweep_dir``: a sweep folder, or run folders (and sweep folders) in any mix, read by
+    :func:`~initmem.empirical.tables.load_runs` (the pipelines inferred from the configs; ``out``
+    defaults to :data:`RUNS_REPORT_DIR` in the working folder then). ``interpolation``: the train
+    accuracy (fraction) a run must reach to count as interpolating (None: the sweep file's
+    ``[study] interpolation``, else ``tables.INTERPOLATION_THRESHOLD``).
 
     ``notes`` are Markdown paragraphs placed after the summary table (e.g. a demo's verdict). The
     figures are :class:`matplotlib.figure.Figure` objects (no pyplot): the caller's backend and
     pyplot's figure list are left as they were.
     """
-    sweep_dir = Path(sweep_dir)
-    out = sweep_dir if out is None else Path(out)
+    paths = [sweep_dir] if isinstance(sweep_dir, (str, Path)) else list(sweep_dir)
+    one_sweep = len(paths) == 1 and (Path(paths[0]) / "manifest.json").is_file()
+    if one_sweep:
+        sweep_dir = Path(paths[0])
+        out = sweep_dir if out is None else Path(out)
+        runs = load_sweep(sweep_dir, interpolation=interpolation)
+        status = sweep_status(sweep_dir)
+        name, description = _title(sweep_dir)
+        where = f"Folder `{sweep_dir}`"
+    else:
+        out = Path(RUNS_REPORT_DIR if out is None else out)
+        runs = load_runs(paths, interpolation=interpolation)
+        status = runs_status(runs)
+        name, description = f"{len(runs)} run folders", ""
+        where = "Run folders " + ", ".join(f"`{p}`" for p in paths)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    runs = load_sweep(sweep_dir)
-    status = sweep_status(sweep_dir)
-    name, description = _title(sweep_dir)
     spread = spread_table(runs, n_boot=n_boot, confidence=confidence)
     accuracy = accuracy_table(runs)
     finished = runs[runs["status"].isin(FINISHED)]
@@ -80,13 +119,13 @@ def write_report(
     if description:
         lines += [description.strip(), ""]
     lines += [
-        f"Folder `{sweep_dir}`: {status.summary()}.",
+        f"{where}: {status.summary()}.",
         "",
         "## Initialization memory per pipeline",
         "",
         "A pipeline is every config field except `alpha` (init scale) and `seed`. Every memory is "
         "measured on the pipeline's *seeds used*: those whose runs interpolate (final train accuracy "
-        f">= {100 * INTERPOLATION_THRESHOLD:g}% on the un-augmented training set) at every alpha "
+        f">= {threshold_text(runs)} on the un-augmented training set) at every alpha "
         "(definition M1 of `initmem.empirical.memory`; fewer than 2: no memory). *Spread* (M2): max "
         "minus min over alpha of the seed-mean test accuracy of the validation-selected checkpoint "
         f"(percentage points), with a {100 * confidence:.0f}% bootstrap interval over seeds, its noise "
@@ -101,24 +140,33 @@ def write_report(
         lines += ["No finished runs yet.", ""]
     else:
         lines += [_markdown_table(_spread_display(spread, confidence)), ""]
+        lines += [f"- {sentence}" for sentence in missing_memory_sentences(runs)] + [""]
         lines += [*[f"{n.strip()}\n" for n in notes]]
         lines += [_figure(figures / "spread.png", plot_spread(spread, figures / "spread.png"))]
         lines += ["", "## Test accuracy against alpha", ""]
         lines += [_markdown_table(_accuracy_display(accuracy)), ""]
-        plot_accuracy_vs_alpha(accuracy, figures / "accuracy_vs_alpha.png")
+        thresholds = interpolation_thresholds(runs).tolist()
+        plot_accuracy_vs_alpha(accuracy, figures / "accuracy_vs_alpha.png", thresholds)
         lines += [_figure(figures / "accuracy_vs_alpha.png", True), ""]
     lines += ["## Training curves", ""]
     done = plot_training_curves(finished, epochs, figures / "training_curves.png")
     lines += [_figure(figures / "training_curves.png", done, "no per-epoch logs"), ""]
-    lines += ["## Effective learning rate of the BN-followed convs", ""]
+    weights = invariant_name(runs)
+    lines += [f"## Effective learning rate of the {weights}", ""]
     lines += [
-        "lr / |w|^2 for each conv weight followed by BatchNorm (scale-invariant): the quantity the "
+        f"lr / |w|^2 for each of the {weights}"
+        + (
+            " (conv weights followed by BatchNorm)"
+            if weights == BN_CONVS
+            else " (weights followed by a normalization: the function ignores their scale)"
+        )
+        + ": the quantity the "
         "init scale sets (|w| grows with alpha). Per pipeline, from the data: the norm memory at "
         "the end (log-ratio of these weights' norms between the largest and the smallest alpha over "
         "its value at init, mean over layers and seeds, 95% t-interval over seeds); the lines "
         f"converged when alpha is forgotten: {FORGETTING.name} ({FORGETTING.definition}).",
         "",
-        *[f"- {line}" for line in _convergence_lines(finished, layers)],
+        *[f"- {line}" for line in _convergence_lines(finished, layers, weights)],
         "",
     ]
     done = plot_effective_lr(finished, layers, figures / "eff_lr.png")
@@ -132,12 +180,18 @@ def write_report(
         lines += ["## Failed runs", ""]
         lines += [f"- `{h}` ({v}): {e}" for h, v, e in status.failures]
         lines += [""]
+    legend = legend_line(lines)  # the codes the report prints, spelled out once, near the top
+    if legend:
+        at = lines.index("## Initialization memory per pipeline")
+        lines[at:at] = [legend, ""]
     report = out / "report.md"
     report.write_text("\n".join(lines))
     return report
 
 
-def _convergence_lines(runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
+def _convergence_lines(
+    runs: pd.DataFrame, layers: pd.DataFrame, weights: str = BN_CONVS
+) -> list[str]:
     """Per pipeline: did the alphas' effective learning rates converge (M4, with its interval)?"""
     if runs.empty or layers.empty or "weight_norm" not in layers:
         return ["no per-layer logs: cannot tell."]
@@ -147,7 +201,7 @@ def _convergence_lines(runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
         return [f"cannot tell: {err}."]
     if not curves.empty and curves["step"].max() == 0:
         return ["no run logged an evaluation after a step (all stopped at init): nothing to tell."]
-    return norm_sentences(norm_memory_end(curves, runs)) or ["no scaled BN-followed conv."]
+    return norm_sentences(norm_memory_end(curves, runs)) or [f"none of the {weights} is scaled."]
 
 
 def _title(sweep_dir: Path) -> tuple[str, str]:
@@ -308,14 +362,18 @@ def plot_spread(spread: pd.DataFrame, path: Path) -> bool:
     return True
 
 
-def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
-    """Test accuracy (seed mean ± std) and lowest final train accuracy against alpha, per pipeline."""
+def plot_accuracy_vs_alpha(
+    accuracy: pd.DataFrame, path: Path, thresholds: Sequence[float] = (INTERPOLATION_THRESHOLD,)
+) -> bool:
+    """Test accuracy (seed mean ± std) and lowest final train accuracy against alpha, per pipeline;
+    ``thresholds``: the interpolation thresholds (fractions) drawn as lines."""
     if accuracy.empty:
         return False
     fig = Figure(figsize=(12, 4.5))
     ax_test, ax_train = fig.subplots(1, 2)
-    for k, (label, group) in enumerate(accuracy.groupby("label", sort=False)):
-        color = matplotlib.colormaps["tab10"](k % 10)
+    colors = pipeline_colors(accuracy["pipeline"])  # as in every figure of the folder
+    for label, group in accuracy.groupby("label", sort=False):
+        color = colors[group["pipeline"].iloc[0]]
         ax_test.errorbar(
             group["alpha"],
             group["test_acc_pct"],
@@ -328,7 +386,9 @@ def plot_accuracy_vs_alpha(accuracy: pd.DataFrame, path: Path) -> bool:
         ax_train.plot(
             group["alpha"], group["min_train_acc_pct"], marker="s", color=color, label=label
         )
-    ax_train.axhline(99.5, color="k", ls="--", lw=1, label="99.5% (interpolation)")
+    for threshold in sorted(set(thresholds)):
+        pct = 100 * threshold
+        ax_train.axhline(pct, color="k", ls="--", lw=1, label=f"{pct:g}% (interpolation)")
     for ax in (ax_test, ax_train):
         _alpha_axis(ax, accuracy["alpha"])
     ax_test.set_ylabel("test accuracy of the validation-selected model (%)")
@@ -418,7 +478,9 @@ def plot_effective_lr(runs: pd.DataFrame, layers: pd.DataFrame, path: Path) -> b
         ax.set_ylabel("lr / |w|² (geometric mean over layers)")
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(fontsize=8)
-    fig.suptitle("Effective learning rate of the BN-followed convs: separated lines = memory of α")
+    fig.suptitle(
+        f"Effective learning rate of the {invariant_name(runs)}: separated lines = memory of α"
+    )
     fig.tight_layout()
     _save(fig, path)
     return True

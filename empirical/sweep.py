@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from . import backends, loggers, runfolder
-from .config import ConfigError, RunConfig, unknown_field_message
+from .config import ARGS_FIELDS, ConfigError, RunConfig, unknown_field_message
 from .provenance import plugin_sources
 from .sessions import SessionClock
 from .workers import DEFAULT_TRAINER, resolve_trainer
@@ -77,7 +77,10 @@ SWEEP_FILE_KEYS = ("name", "description", "base", "grid", "variants", "sweep", "
 SWEEP_OPTIONS = ("backend", "workers", "runs_per_gpu", "pack", "ray_address", "submitit", "logger")
 #: Keys of the optional ``[study]`` table: the analysis fixed with the sweep (``initmem study DIR``
 #: reads them from the folder's sweep.toml; its command line overrides them), with their least value.
-STUDY_OPTIONS = {"n_boot": 1, "calibrate": 0}
+STUDY_OPTIONS = {"n_boot": 1, "calibrate": 0, "interpolation": 0}
+#: The ``[study]`` options that are fractions in (0, 1] rather than integers: ``interpolation``, the
+#: final train accuracy at or above which a run counts as interpolating (``tables.interpolates``).
+STUDY_FRACTIONS = ("interpolation",)
 BACKENDS = tuple(backends.BACKENDS)
 #: Sweeps of this many runs or more show a progress bar while they are expanded and validated.
 PROGRESS_MIN_RUNS = 100_000
@@ -363,32 +366,65 @@ def _table(values: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _study_table(study: dict[str, Any]) -> dict[str, Any]:
-    """The ``[study]`` table, checked: known keys, integers at or above their least value."""
+    """The ``[study]`` table, checked: known keys, integers at or above their least value, fractions
+    (:data:`STUDY_FRACTIONS`) in (0, 1]."""
     unknown = sorted(set(study) - set(STUDY_OPTIONS))
     if unknown:
         raise SweepError(f"unknown [study] option(s) {unknown}; allowed: {list(STUDY_OPTIONS)}")
     for key, value in study.items():
+        if key in STUDY_FRACTIONS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise SweepError(
+                    f"[study] {key} must be a fraction with 0 < {key} <= 1 (got {value!r})"
+                )
+            continue
         least = STUDY_OPTIONS[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise SweepError(f"[study] {key} must be an integer >= {least} (got {value!r})")
     return study
 
 
+def read_study_table(sweep_dir: str | Path) -> dict[str, Any]:
+    """The checked ``[study]`` table of a sweep folder's ``sweep.toml`` ({} without a readable
+    file; a table that fails its check raises :class:`SweepError`)."""
+    path = Path(sweep_dir) / "sweep.toml"
+    try:
+        values = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    return _study_table(_table(values, "study"))
+
+
 def _check_fields(where: str, values: dict[str, Any]) -> None:
     known = RunConfig.field_names()
     for key in values:
-        if key not in known:
+        head, dot, _ = key.partition(".")
+        if key not in known and not (dot and head in ARGS_FIELDS):
             raise SweepError(unknown_field_message(key, where))
 
 
 def _grid_table(where: str, grid: Any) -> dict[str, list[Any]]:
     if not isinstance(grid, dict):
         raise SweepError(f"{where} must be a table of field = [values]")
+    grid = _dotted_args(grid)
     _check_fields(where, grid)
     for key, values in grid.items():
         if not isinstance(values, (list, tuple)) or len(values) == 0:
             raise SweepError(f"{where}.{key} must be a non-empty list of values (got {values!r})")
     return {k: list(v) for k, v in grid.items()}
+
+
+def _dotted_args(grid: dict[str, Any]) -> dict[str, Any]:
+    """A grid with its argument tables as dotted axes: TOML reads ``model_args.depth = [2, 4]`` as
+    ``{"model_args": {"depth": [2, 4]}}``, the axis ``"model_args.depth"`` (each run's value is folded
+    into its ``model_args`` by :func:`~.config.fold_dotted_args`)."""
+    flat: dict[str, Any] = {}
+    for key, values in grid.items():
+        if key.partition(".")[0] in ARGS_FIELDS and isinstance(values, dict):
+            flat.update(_dotted_args({f"{key}.{k}": v for k, v in values.items()}))
+        else:
+            flat[key] = values
+    return flat
 
 
 def _toml_value(value: Any) -> str:
@@ -905,7 +941,9 @@ __all__ = [
     "DEFAULT_TRAINER",
     "SweepError",
     "SweepRun",
+    "STUDY_FRACTIONS",
     "STUDY_OPTIONS",
+    "read_study_table",
     "SweepSpec",
     "SweepStatus",
     "Variant",

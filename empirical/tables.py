@@ -2,9 +2,11 @@
 
 A *pipeline* is everything but the init scale and the seed: every hashed config field except
 ``alpha`` and ``seed`` (:func:`pipeline_columns`). A run *interpolates* when its final (un-augmented)
-train accuracy is at least :data:`INTERPOLATION_THRESHOLD` (the paper's ">= 99.5% train accuracy":
-fitting the training set is not forgetting the init); :func:`interpolating_seeds` is the one statement
-of which seeds of a pipeline every memory of :mod:`initmem.empirical.memory` is measured on.
+train accuracy is at least its ``interpolation`` column: the sweep's ``[study] interpolation``, else
+:data:`INTERPOLATION_THRESHOLD` (the paper's ">= 99.5% train accuracy": fitting the training set is
+not forgetting the init); :func:`interpolating_seeds` is the one statement of which seeds of a
+pipeline every memory of :mod:`initmem.empirical.memory` is measured on, and
+:func:`missing_memory_sentences` says of each pipeline without a memory why.
 
 Every run file is read through :mod:`initmem.empirical.runfolder`. Units: accuracies are fractions
 here (the memory tables give percent). Example::
@@ -26,7 +28,7 @@ import pandas as pd
 
 from . import runfolder
 from .config import NON_HASHED_FIELDS, RunConfig, config_hash
-from .sweep import read_manifest
+from .sweep import SweepError, read_manifest, read_study_table
 
 #: The RunResult numbers copied into :func:`load_sweep`'s rows (NaN / None until a run finishes).
 RESULT_COLUMNS = (
@@ -41,7 +43,8 @@ RESULT_COLUMNS = (
     "reason",
     "wall_time",
 )
-#: Training accuracy (fraction, un-augmented, eval mode) at or above which a run counts as interpolating.
+#: Training accuracy (fraction, un-augmented, eval mode) at or above which a run counts as interpolating,
+#: unless the sweep's ``[study] interpolation`` or the caller's ``interpolation`` says otherwise.
 INTERPOLATION_THRESHOLD = 0.995
 #: Run states whose numbers enter the metrics (the validation-selected checkpoint of a diverged run
 #: exists and is a legitimate predictor; such runs are counted in ``n_diverged``).
@@ -76,7 +79,9 @@ def pipeline_labels(runs: pd.DataFrame) -> pd.Series:
 
 
 # ====================================================================== runs
-def load_sweep(sweep_dir: str | Path, manifest: list | None = None) -> pd.DataFrame:
+def load_sweep(
+    sweep_dir: str | Path, manifest: list | None = None, *, interpolation: float | None = None
+) -> pd.DataFrame:
     """One tidy row per run of a sweep folder, in manifest order.
 
     Columns: ``hash``, ``variant``, ``pipeline`` (see :func:`pipeline_id`), ``label`` (a readable
@@ -84,39 +89,130 @@ def load_sweep(sweep_dir: str | Path, manifest: list | None = None) -> pd.DataFr
     pending), every RunConfig field (list fields as tuples), and :data:`RESULT_COLUMNS` (accuracies as
     fractions; NaN for unfinished runs and for damaged ones, which also get a
     :class:`~initmem.empirical.runfolder.DamagedRunWarning` each: a finished run is damaged when any
-    file the analyses read fails :func:`~initmem.empirical.runfolder.run_damage`). ``manifest``: the folder's
+    file the analyses read fails :func:`~initmem.empirical.runfolder.run_damage`), and
+    ``interpolation``: the train accuracy (fraction) a run must reach to count as interpolating
+    (:func:`interpolates`): the argument, else the sweep file's ``[study] interpolation``, else
+    :data:`INTERPOLATION_THRESHOLD`. ``manifest``: the folder's
     :func:`~initmem.empirical.sweep.read_manifest`, when the caller has read it already.
     """
+    runs = read_manifest(sweep_dir) if manifest is None else manifest
+    threshold = _threshold(sweep_dir) if interpolation is None else interpolation
+    return _runs_frame(
+        [
+            (run.hash, run.variant, run.config.to_dict(), run.run_dir(sweep_dir), threshold)
+            for run in runs
+        ]
+    )
+
+
+def _threshold(sweep_dir: str | Path) -> float:
+    """The interpolation threshold of a sweep folder: its ``[study] interpolation`` or the default."""
+    return float(read_study_table(sweep_dir).get("interpolation", INTERPOLATION_THRESHOLD))
+
+
+#: The variant of a run folder that no sweep manifest names (``load_runs``).
+RUN_VARIANT = "run"
+
+
+def load_runs(
+    paths: str | Path | Iterable[str | Path], *, interpolation: float | None = None
+) -> pd.DataFrame:
+    """What :func:`load_sweep` returns, for any run folders: trained by ``train()``, by a sweep, or both.
+
+    ``paths``: run folders (holding ``config.json``) and sweep folders (holding ``manifest.json``:
+    all their runs), in any mix. The pipelines are inferred from the configs (:func:`pipeline_id`),
+    so runs of one pipeline at several alphas and seeds are measured together wherever they were
+    trained. A run's ``variant`` is its sweep's (when its folder is ``SWEEP/runs/<hash>``), else
+    :data:`RUN_VARIANT`; the ``label`` adds the fields that tell its pipeline apart. A run listed twice
+    (the same hash) is read once. ``interpolation``: as for :func:`load_sweep` (None: the run's sweep
+    file's ``[study] interpolation`` for a sweep's runs, else :data:`INTERPOLATION_THRESHOLD`). Raises :class:`~initmem.empirical.sweep.SweepError` for a path that is
+    neither kind of folder, and :class:`~initmem.empirical.runfolder.DamagedFileError` for a
+    ``config.json`` that cannot be read. Example::
+
+        runs = load_runs(["runs/sgd-a0.5", "runs/sgd-a2", "sweeps/demo"])
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    entries: dict[str, tuple[str, str, dict[str, Any], Path, float]] = {}
+    for path in map(Path, paths):
+        if (path / "manifest.json").is_file():
+            threshold = _threshold(path) if interpolation is None else interpolation
+            found = [
+                (run.hash, run.variant, run.config.to_dict(), run.run_dir(path), threshold)
+                for run in read_manifest(path)
+            ]
+        elif (path / "config.json").is_file():
+            found = [_run_folder_entry(path, interpolation)]
+        else:
+            raise SweepError(
+                f"{path} is not a sweep folder (no manifest.json) nor a run folder (no config.json)"
+            )
+        for entry in found:
+            entries.setdefault(entry[0], entry)
+    return _runs_frame(list(entries.values()))
+
+
+def _run_folder_entry(
+    run_dir: Path, interpolation: float | None
+) -> tuple[str, str, dict[str, Any], Path, float]:
+    """(hash, variant, config dict, folder, interpolation threshold) of one run folder, from its
+    ``config.json`` (and its sweep's manifest and ``[study]`` table, when it lies in a sweep)."""
+    path = run_dir / "config.json"
+    try:
+        recorded = json.loads(path.read_text())
+        run_hash, values = str(recorded["hash"]), recorded["config"]
+        config = RunConfig.from_dict(values, validate=False).to_dict()
+    except (ValueError, KeyError, TypeError) as err:  # cut short, edited by hand, another version
+        raise runfolder.DamagedFileError(
+            path, " ".join(str(err).split()) or type(err).__name__, "retrain the run"
+        ) from None
+    variant, threshold = RUN_VARIANT, INTERPOLATION_THRESHOLD
+    sweep_dir = run_dir.resolve().parent.parent
+    if run_dir.resolve().parent.name == "runs" and (sweep_dir / "manifest.json").is_file():
+        try:
+            variant = next(
+                (r.variant for r in read_manifest(sweep_dir) if r.hash == run_hash), variant
+            )
+            threshold = _threshold(sweep_dir)
+        except (SweepError, runfolder.DamagedFileError):  # the run stands alone
+            pass
+    return run_hash, variant, config, run_dir, threshold if interpolation is None else interpolation
+
+
+def _runs_frame(entries: list[tuple[str, str, dict[str, Any], Path, float]]) -> pd.DataFrame:
+    """The tidy frame of :func:`load_sweep` from (hash, variant, config dict, run folder,
+    interpolation threshold) entries."""
     rows = []
-    for run in read_manifest(sweep_dir) if manifest is None else manifest:
-        config = run.config.to_dict()
-        run_dir = run.run_dir(sweep_dir)
+    for run_hash, variant, config, run_dir, threshold in entries:
         row: dict[str, Any] = {
-            "hash": run.hash,
-            "variant": run.variant,
+            "hash": run_hash,
+            "variant": variant,
             "pipeline": pipeline_id(config),
             "run_dir": str(run_dir),
             "status": runfolder.run_state(run_dir),
         }
-        row.update({k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
+        row.update({k: _cell(v) for k, v in config.items()})
         result = {}
         checked = row["status"] in (*FINISHED, "damaged")
-        damage = runfolder.run_damage(run_dir, run.hash) if checked else ""
+        damage = runfolder.run_damage(run_dir, run_hash) if checked else ""
         if damage:  # its numbers cannot be trusted: left out, said once
             row["status"] = "damaged"
             warnings.warn(
-                f"skipping damaged run {run.hash} ({run.variant}): {damage}",
+                f"skipping damaged run {run_hash} ({variant}): {damage}",
                 runfolder.DamagedRunWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         elif row["status"] in FINISHED:
             result = runfolder.read_result(run_dir) or {}
         row.update({k: result.get(k) for k in RESULT_COLUMNS})
+        row["interpolation"] = float(threshold)
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:  # no runs: the columns all the same, so callers can select and filter
         columns = ["hash", "variant", "pipeline", "label", "run_dir", "status"]
-        return pd.DataFrame(columns=[*columns, *RunConfig.field_names(), *RESULT_COLUMNS])
+        return pd.DataFrame(
+            columns=[*columns, *RunConfig.field_names(), *RESULT_COLUMNS, "interpolation"]
+        )
     for column in RESULT_COLUMNS:
         if column != "reason":
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
@@ -177,14 +273,76 @@ def warn_mixed_data(runs: pd.DataFrame) -> list[str]:
     return named
 
 
+def _cell(value: Any) -> Any:
+    """A config value as a table cell: lists become tuples (hashable)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs whose numbers count: finished (completed or diverged) with a finite test accuracy."""
     return runs[runs["status"].isin(FINISHED) & np.isfinite(runs["test_acc"].astype(float))]
 
 
 def interpolates(runs: pd.DataFrame) -> pd.Series:
-    """Per run: did its final train accuracy reach :data:`INTERPOLATION_THRESHOLD`? (NaN: no.)"""
-    return runs["final_train_acc"].astype(float) >= INTERPOLATION_THRESHOLD
+    """Per run: did its final train accuracy reach its ``interpolation`` threshold (the column that
+    :func:`load_sweep` fills; :data:`INTERPOLATION_THRESHOLD` without it)? (NaN: no.)"""
+    return runs["final_train_acc"].astype(float) >= interpolation_thresholds(runs)
+
+
+def interpolation_thresholds(runs: pd.DataFrame) -> pd.Series:
+    """Per run: the train accuracy (fraction) at or above which it counts as interpolating."""
+    if "interpolation" not in runs.columns:
+        return pd.Series(INTERPOLATION_THRESHOLD, index=runs.index, dtype=float)
+    return runs["interpolation"].astype(float).fillna(INTERPOLATION_THRESHOLD)
+
+
+def threshold_text(runs: pd.DataFrame) -> str:
+    """The interpolation threshold(s) of ``runs`` in percent, for a sentence (``"99.5%"``)."""
+    values = sorted(set(interpolation_thresholds(runs))) or [INTERPOLATION_THRESHOLD]
+    return " / ".join(f"{100 * v:g}%" for v in values)
+
+
+def missing_memory_sentences(runs: pd.DataFrame, label: str = "label") -> list[str]:
+    """One sentence per pipeline of ``runs`` that has no memory (fewer than two seeds interpolate at
+    every alpha, definition M1): which runs did not interpolate, the threshold, and what to change.
+
+    Pipelines with one alpha or without finished runs say so instead (no memory to measure either).
+    """
+    sentences = []
+    for _, group in runs.groupby("pipeline", sort=False):
+        name = str(group[label].iloc[0]) if label in group else str(group["pipeline"].iloc[0])
+        done = group[group["status"].isin(FINISHED)]
+        if done.empty:
+            sentences.append(f"{name} has no memory: no run has finished yet.")
+            continue
+        if done["alpha"].nunique() < 2:
+            sentences.append(
+                f"{name} has no memory: its finished runs have one alpha; add a second alpha."
+            )
+            continue
+        used = interpolating_seeds(done).size
+        if used >= 2:
+            continue
+        short = done[~interpolates(done).to_numpy()].sort_values(["alpha", "seed"])
+        shown = ", ".join(
+            f"alpha={a:g} seed {s} ({_percent(acc)})"
+            for a, s, acc in zip(
+                short["alpha"], short["seed"], short["final_train_acc"], strict=True
+            )
+        )
+        missing = "" if shown else " (every finished run interpolates, but a seed lacks an alpha)"
+        sentences.append(
+            f"{name} has no memory: {used} of {done['seed'].nunique()} seeds interpolate at every alpha "
+            f"(final train accuracy >= {threshold_text(done)}; two are needed){missing}"
+            + (f"; below it: {shown}" if shown else "")
+            + ". Train longer or at a larger learning rate, add seeds, or lower the threshold "
+            "(`[study] interpolation = 0.9` in the sweep file, `--interpolation 0.9`)."
+        )
+    return sentences
+
+
+def _percent(value: float) -> str:
+    return "not logged" if not np.isfinite(value) else f"{100 * value:.1f}%"
 
 
 def interpolating_seeds(runs: pd.DataFrame) -> np.ndarray:
@@ -265,6 +423,9 @@ def load_predictions(runs: pd.DataFrame, keys: Iterable[str] = ("best_test_pred"
 __all__ = [
     "FINISHED",
     "INTERPOLATION_THRESHOLD",
+    "interpolation_thresholds",
+    "missing_memory_sentences",
+    "threshold_text",
     "RESULT_COLUMNS",
     "finished_runs",
     "interpolates",
@@ -272,7 +433,9 @@ __all__ = [
     "load_epochs",
     "load_layers",
     "load_predictions",
+    "load_runs",
     "load_sweep",
+    "RUN_VARIANT",
     "pipeline_columns",
     "pipeline_id",
     "pipeline_labels",

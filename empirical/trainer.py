@@ -558,6 +558,26 @@ class EpochPlan:
     first_step: int
 
 
+def training_loss(
+    name: str, logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean"
+) -> torch.Tensor:
+    """The loss ``name`` (:data:`~.config.LOSSES`) of ``logits`` (B, K) against integer ``labels`` (B,),
+    averaged (``"mean"``) or summed (``"sum"``) over the images.
+
+    ``cross_entropy``: softmax cross-entropy. ``mse``: per image ``|f - e_y|^2 / (2 K)``, the squared
+    error against the one-hot target over twice the number of classes, so the mean over images is
+    ``theory/ntk.py``'s ``L = |f(X) - Y|^2 / (2 N)`` with ``N = n K`` the number of target entries
+    (the lazy-regime results hold for this loss).
+    """
+    if name == "cross_entropy":
+        return F.cross_entropy(logits, labels, reduction=reduction)
+    if name != "mse":
+        raise ValueError(f"loss must be one of ['cross_entropy', 'mse'] (got {name!r})")
+    targets = F.one_hot(labels.long(), logits.shape[1]).to(logits.dtype)
+    per_image = (logits - targets).square().mean(dim=1) / 2
+    return per_image.mean() if reduction == "mean" else per_image.sum()
+
+
 class Trainer:
     """The moving parts of one run: data on the device, model, optimizer, generators, the step and
     epoch counters and the statistics since the last evaluation (:attr:`interval`). It writes
@@ -701,7 +721,7 @@ class Trainer:
         images, labels = self.next_batch(batch)
         with self._autocast():
             logits = self.forward(images)
-        loss = F.cross_entropy(logits.float(), labels)
+        loss = training_loss(self.config.loss, logits.float(), labels)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.apply_gradients(lr)
@@ -765,9 +785,10 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate_split(self, split: ImageSplit) -> tuple[float, float, np.ndarray]:
-        """(mean cross-entropy, accuracy, predicted labels int16) on ``split`` in eval mode."""
+        """(mean loss: the run's ``loss``, accuracy, predicted labels int16) on ``split`` in eval mode."""
         self.model.eval()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        cfg_loss = self.config.loss
         preds = []
         for start in range(0, len(split), self.config.eval_batch_size):
             images = split.images[start : start + self.config.eval_batch_size]
@@ -775,7 +796,7 @@ class Trainer:
             labels = split.labels[start : start + self.config.eval_batch_size]
             with self._autocast():
                 logits = self.forward(images)
-            loss_sum += F.cross_entropy(logits.float(), labels, reduction="sum").double()
+            loss_sum += training_loss(cfg_loss, logits.float(), labels, reduction="sum").double()
             preds.append(logits.argmax(dim=1))
         self.model.train()
         pred = torch.cat(preds)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import inspect
 import time
 import traceback
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import RunConfig
-from .loggers import write_events
+from .loggers import EventLog, write_events
 from .runfolder import (
     clear_failure,
     failure_message,
@@ -113,7 +114,7 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
                         f"listed it (its hash is {config.hash} now); rerun `initmem sweep run` "
                         "(with --update to train the edited plug-in's runs)"
                     )
-                returned = resolve_trainer(trainer)(config)
+                returned = _train_logged(resolve_trainer(trainer), config, task.get("logger"))
                 result = read_result(run_dir)
                 if result is None:  # a trainer that does not write result.json itself
                     result = _result_dict(returned, task)
@@ -184,6 +185,25 @@ def record_failure(task: dict[str, Any], text: str) -> Outcome:
 def fail_task(task: dict[str, Any], text: str) -> list[Outcome]:
     """:func:`record_failure` for every run of a task (a dead worker, a cluster error)."""
     return [record_failure(run, text) for run in task_runs(task)]
+
+
+def _train_logged(train_fn: Callable, config: RunConfig, logger: str | None) -> Any:
+    """``train_fn(config)``, with the sweep's logger writing at every evaluation when the trainer
+    takes a ``callback`` (the default one does); otherwise the events come when the run finished."""
+    try:
+        takes_callback = "callback" in inspect.signature(train_fn).parameters
+    except (TypeError, ValueError):  # no signature to read
+        takes_callback = False
+    if not logger or not takes_callback:
+        return train_fn(config)
+    try:
+        events = EventLog(config.out_dir, logger)
+    except Exception:  # noqa: BLE001 - a logger broken in this process: the run trains, and its
+        return train_fn(config)  # outcome names the logger's failure (_finished_outcome)
+    try:
+        return train_fn(config, callback=events)
+    finally:
+        events.close()
 
 
 def _locked_outcome(task: dict[str, Any]) -> Outcome:

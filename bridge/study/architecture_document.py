@@ -179,7 +179,7 @@ def predictions(study) -> list[str]:
 
 def rules(study) -> list[str]:
     """The rules fixed in advance, then the analysis's notes."""
-    threshold = f"{100 * tables.INTERPOLATION_THRESHOLD:g}%"
+    threshold = tables.threshold_text(study.runs)
     parts = [
         "## Rules fixed in advance",
         "",

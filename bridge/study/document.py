@@ -160,7 +160,7 @@ def design(study) -> list[str]:
         "## Design",
         "",
         f"{int(frame['runs_done'].sum())} runs finished. Pipelines with two or more alphas whose "
-        f"runs all interpolate (final train accuracy >= {_threshold_pct()}): {corr['n']} of {n_all}; "
+        f"runs all interpolate (final train accuracy >= {_threshold_pct(study)}): {corr['n']} of {n_all}; "
         f"over them accumulated regularization runs from {number(corr['y_min'], 3, 'g')} to "
         f"{number(corr['y_max'], 3, 'g')} ({number(corr['decades'], 1)} decades) and the Pearson r "
         f"of ln(epochs) and ln(accumulated) is {_r_text(corr, frame)}; over all {n_all} pipelines "
@@ -502,7 +502,7 @@ def rules(study) -> list[str]:
     parts = [
         "## Rules fixed in advance",
         "",
-        f"- A run interpolates when its final train accuracy is >= {_threshold_pct()}. Function-memory "
+        f"- A run interpolates when its final train accuracy is >= {_threshold_pct(study)}. Function-memory "
         "statistics use, per pipeline, the seeds whose runs interpolate at every alpha; a pipeline "
         "with fewer than 2 such seeds is left out of them.",
         f"- Forgotten means {FORGETTING.name}: {FORGETTING.definition}; decided at the first "
@@ -584,9 +584,10 @@ def _r_text(corr: dict, frame: pd.DataFrame) -> str:
     return "undefined (fewer than 3 such pipelines)"
 
 
-def _threshold_pct() -> str:
-    """The interpolation rule's threshold as the document prints it (e.g. ``99.5%``)."""
-    return f"{100 * tables.INTERPOLATION_THRESHOLD:g}%"
+def _threshold_pct(study) -> str:
+    """The interpolation rule's threshold as the document prints it (e.g. ``99.5%``): the runs' own
+    (the sweep's ``[study] interpolation``)."""
+    return tables.threshold_text(study.bridge.runs)
 
 
 def _group_alphas(frame: pd.DataFrame) -> str:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from initmem.empirical.legend import pipeline_colors
+
 #: Resolution of the published PNGs (small files under docs/).
 DPI = 90
 
@@ -48,8 +50,7 @@ def plot_units(study, path: Path) -> bool:
     order = ["epochs", "accumulated"] + [u for u in UNITS if u not in ("epochs", "accumulated")]
     units = [u for u in order if u in points.columns and points[u].notna().any()]
     labels = study.design.set_index("pipeline")["variant"].to_dict()
-    pipelines = list(dict.fromkeys(points["pipeline"]))
-    colors = dict(zip(pipelines, _colors(len(pipelines)), strict=True))
+    colors = pipeline_colors(study.bridge.runs["pipeline"])  # as in every figure of the folder
     table = (
         study.bridge.units.set_index(["memory", "unit"]) if not study.bridge.units.empty else None
     )

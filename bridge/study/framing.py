@@ -32,7 +32,9 @@ def sweep_axes(sweep_dir: str | Path) -> dict[str, list]:
     for name in fields:
         values = {str(c[name]): c[name] for c in configs}
         if len(values) > 1:
-            axes[name] = sorted(values.values(), key=lambda v: (str(type(v)), v))
+            axes[name] = sorted(  # argument tables (dicts) are ordered by their text
+                values.values(), key=lambda v: (str(type(v)), str(v) if isinstance(v, dict) else v)
+            )
     return axes
 
 

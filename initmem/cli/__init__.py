@@ -190,6 +190,39 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = Fa
     )
 
 
+def add_runs_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run folders an analysis reads (``DIR ...``), ``--interpolation`` and ``--no-groups``:
+    the arguments ``initmem report`` and ``initmem bridge`` share."""
+    parser.add_argument(
+        "dirs",
+        metavar="DIR",
+        nargs="+",
+        help="a sweep folder (initmem sweep run ... --out DIR), or run folders (initmem train, "
+        "train(); sweep runs too): the pipelines are inferred from the configs",
+    )
+    parser.add_argument(
+        "--interpolation",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="final train accuracy at or above which a run counts as interpolating; memories are "
+        "measured on such runs (default: the sweep file's [study] interpolation, else 0.995)",
+    )
+    parser.add_argument(
+        "--no-groups",
+        action="store_true",
+        help="leave out the per-group table (each parameter group's predicted and measured memory; "
+        "it builds each pipeline's model and reads a few images of its data)",
+    )
+
+
+def interpolation_problem(value: float | None) -> str | None:
+    """Why ``--interpolation`` is out of its range (0, 1], or None."""
+    if value is None or 0 < value <= 1:
+        return None
+    return f"--interpolation must satisfy 0 < FRACTION <= 1 (got {value})"
+
+
 def fail(message: str, *, status: int = EXIT_ERROR) -> int:
     """Print a one-line error to stderr and return ``status`` (default: the status for bad input)."""
     print(f"error: {' '.join(str(message).split())}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from initmem.cli import SUBCOMMANDS, fail
+from initmem.cli import SUBCOMMANDS, add_runs_arguments, fail, interpolation_problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Spread of test accuracy across alpha per pipeline, disagreement, interpolation, "
         "accuracy against alpha, training curves and per-layer effective learning rates.",
     )
-    parser.add_argument("dir", metavar="DIR", help="sweep folder (initmem sweep run ... --out DIR)")
+    add_runs_arguments(parser)
     parser.add_argument(
         "--n-boot", type=int, default=2000, metavar="N", help="bootstrap replicates (default 2000)"
     )
@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out",
         metavar="OUT",
         default=None,
-        help="write report.md and figures/ here (default: DIR; the sweep folder is only read)",
+        help="write report.md and figures/ here (default: DIR for one sweep folder, which is only read "
+        "otherwise; ./initmem-report for run folders)",
     )
     parser.set_defaults(func=run)
 
@@ -30,15 +31,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from initmem.empirical.memory import spread_table
     from initmem.empirical.report import write_report
+    from initmem.empirical.runfolder import DamagedFileError
     from initmem.empirical.sweep import SweepError
-    from initmem.empirical.tables import load_sweep
+    from initmem.empirical.tables import load_runs
 
+    if (problem := interpolation_problem(args.interpolation)) is not None:
+        return fail(problem)
     try:
-        path = write_report(args.dir, n_boot=args.n_boot, out=args.out)
-    except SweepError as err:
+        path = write_report(
+            args.dirs, n_boot=args.n_boot, out=args.out, interpolation=args.interpolation
+        )
+    except (SweepError, DamagedFileError) as err:
         return fail(str(err))
-    spread = spread_table(load_sweep(args.dir), n_boot=args.n_boot, with_disagreement=False)
+    runs = load_runs(args.dirs, interpolation=args.interpolation)
+    spread = spread_table(runs, n_boot=args.n_boot, with_disagreement=False)
     print(format_spread(spread))
+    if not args.no_groups:
+        from initmem.bridge.groups import try_group_section
+
+        print(try_group_section(runs, path.parent, path))
     print(f"report: {path}")
     return 0
 

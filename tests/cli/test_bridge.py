@@ -1,7 +1,9 @@
 """``initmem bridge DIR``: tables and figures for a sweep folder, and clear errors."""
 
 import json
+import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -68,3 +70,18 @@ def test_every_run_diverged_at_its_first_epoch_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: no run has an evaluation after init (8 finished runs, 8 diverged")
     assert err.count("\n") == 1
+
+
+def test_bridge_of_run_folders_fits_as_of_their_sweep(sweep, tmp_path, capsys):
+    """``initmem bridge RUN RUN ...``: the sweep's run folders, moved out of it, give the same fit."""
+    moved = tmp_path / "moved"
+    for run_dir in (sweep / "runs").iterdir():
+        shutil.copytree(run_dir, moved / run_dir.name)
+    folders = [str(p) for p in sorted(moved.iterdir())]
+    out = tmp_path / "from_runs"
+    assert main(["bridge", *folders, "--out", str(out), "--n-boot", "0", "--no-figures"]) == 0
+    assert main(["bridge", str(sweep), "--out", str(tmp_path / "b"), "--n-boot", "0"]) == 0
+    capsys.readouterr()
+    key = ["measured", "predicted", "relation"]
+    fits = [pd.read_csv(d / "fit.csv").sort_values(key) for d in (out, tmp_path / "b")]
+    np.testing.assert_allclose(fits[0]["slope"], fits[1]["slope"], rtol=1e-9)

@@ -91,6 +91,8 @@ def test_train_writes_the_run_and_prints_its_result(parser, config_file, tmp_pat
         ("alpha_groups=conv,fc", "alpha_groups"),
         ("batch_size=64", "batch_size"),  # the fixture's training split holds 16 images
         ("learning_rate=0.1", "learning_rate"),
+        ("loss=l1", "loss"),
+        ("model_args.depth=4", "model_args"),  # resnet9 is no plug-in: it takes no arguments
     ],
 )
 def test_bad_config_is_one_line_naming_the_field(
@@ -102,6 +104,17 @@ def test_bad_config_is_one_line_naming_the_field(
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and field in err
     assert not out.exists()  # nothing was started
+
+
+def test_train_with_the_squared_error(parser, config_file, tmp_path, capsys):
+    """``initmem train --set loss=mse`` trains; the run records the loss and its hash differs."""
+    argv = ["train", "--config", str(config_file), "--set", "loss=mse", "--quiet"]
+    assert _run(parser, [*argv, "--out", str(tmp_path / "mse")]) == 0
+    assert "completed after 1 epochs" in capsys.readouterr().out
+    mse = json.loads((tmp_path / "mse" / "config.json").read_text())
+    assert mse["config"]["loss"] == "mse"
+    log = [json.loads(line) for line in (tmp_path / "mse" / "log.jsonl").read_text().splitlines()]
+    assert 0.02 < log[0]["val_loss"] < 0.5  # |f - e_y|^2 / 2K at init, near 1/20; not ln 10
 
 
 def test_missing_data_is_an_error_not_a_traceback(parser, tmp_path, capsys, monkeypatch):

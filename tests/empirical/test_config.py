@@ -109,3 +109,64 @@ def test_empty_config_file_is_an_error(tmp_path, text):
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"empty.toml sets no field \(empty\)"):
         RunConfig.from_file(path)
+
+
+def test_new_fields_at_their_defaults_keep_every_published_hash():
+    """``model_args``, ``dataset_args`` and ``loss`` at their defaults are left out of the hash: the
+    hash is the SHA-256 of the other hashed fields alone, as before these fields existed."""
+    import hashlib
+
+    from initmem.empirical.config import HASH_DEFAULTS, NON_HASHED_FIELDS
+
+    cfg = RunConfig(lr=0.1, alpha=2.0)
+    old_fields = {
+        k: v
+        for k, v in cfg.to_dict().items()
+        if k not in NON_HASHED_FIELDS and k not in HASH_DEFAULTS
+    }
+    text = json.dumps(dict(sorted(old_fields.items())), sort_keys=True, separators=(",", ":"))
+    assert cfg.hash == hashlib.sha256(text.encode()).hexdigest()[:16]
+    assert cfg.replace(loss="mse").hash != cfg.hash
+    plugin = RunConfig(model="lab.nets:deep")
+    assert plugin.replace(model_args={}).hash == plugin.hash
+    assert plugin.replace(model_args={"depth": 4}).hash != plugin.hash
+    assert hash(plugin) == hash(RunConfig(model="lab.nets:deep"))  # a dict field, still hashable
+
+
+def test_argument_tables_from_toml_and_dotted_overrides(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('model = "lab.nets:deep"\nloss = "mse"\n[model_args]\ndepth = 2\nwidth = 8\n')
+    cfg = RunConfig.from_file(path, ["model_args.depth=4", "model_args.block.kind=res"])
+    assert cfg.model_args == {"depth": 4, "width": 8, "block": {"kind": "res"}}
+    assert cfg.loss == "mse"
+    assert parse_overrides(["model_args.depth=4"]) == {"model_args.depth": 4}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"model_args": {"depth": 4}}, "model_args are passed to a plug-in model"),
+        ({"dataset_args": {"noise": 0.1}}, "dataset_args are passed to a plug-in dataset"),
+        ({"model": "a.b:f", "model_args": {"not-a-name": 1}}, "model_args: 'not-a-name'"),
+        ({"model": "a.b:f", "model_args": 3}, "model_args must be a table"),
+        ({"loss": "l1"}, "loss must be one of \\['cross_entropy', 'mse'\\]"),
+    ],
+)
+def test_argument_tables_and_loss_errors_name_the_field(values, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig.from_dict(values)
+
+
+def test_sweep_grid_over_a_model_argument():
+    from initmem.empirical.sweep import SweepSpec
+
+    spec = SweepSpec.from_toml(
+        '[base]\nmodel = "lab.nets:deep"\nmodel_args = {width = 8}\n'
+        "[grid]\nmodel_args.depth = [2, 4]\nalpha = [0.5, 2.0]\n"
+    )
+    runs = spec.expand()
+    assert [r.config.model_args for r in runs[::2]] == [
+        {"width": 8, "depth": 2},
+        {"width": 8, "depth": 4},
+    ]
+    assert len({r.hash for r in runs}) == 4

@@ -156,3 +156,32 @@ def test_a_logger_broken_in_the_workers_is_named_and_a_rerun_writes_the_missing_
     monkeypatch.undo()
     run_sweep(_write(tmp_path), out, workers=1, progress=False)
     assert all(len(event_files(r.run_dir(out))) == 1 for r in read_manifest(out))
+
+
+def test_events_are_written_at_every_evaluation_while_the_run_trains(tiny_config):
+    """``EventLog`` as the trainer's callback: after each evaluation the event file on disk already
+    holds every record logged so far (what ``tensorboard --logdir`` shows of a running sweep)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from initmem.empirical.loggers import EventLog, write_events
+    from initmem.empirical.trainer import train
+
+    config = tiny_config(epochs=3)
+    events = EventLog(config.out_dir)
+    seen = []
+
+    def check(record):
+        events(record)
+        accumulator = EventAccumulator(str(events.dir), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        steps = [s.step for s in accumulator.Scalars("test_acc")]
+        seen.append((steps, [r["step"] for r in read_log(config.out_dir)]))
+
+    train(config, callback=check)
+    events.close()
+    assert len(seen) == 3
+    for on_disk, logged in seen:
+        assert on_disk == logged  # the evaluation at init included
+    assert write_events(config.out_dir) is None  # at the end: nothing left to write
+    assert len(event_files(config.out_dir)) == 1

@@ -5,6 +5,7 @@ import copy
 import json
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -15,6 +16,7 @@ from initmem.empirical.config import ConfigError, RunConfig
 from initmem.empirical.models import (
     MODEL_BUILDERS,
     NORM_LAYERS,
+    build_model,
     parameter_groups,
     scale_invariant_parameters,
 )
@@ -123,7 +125,6 @@ def test_groups_of_the_new_architectures(architecture):
 
 def test_alpha_on_the_scale_invariant_group_leaves_the_function_of_mlp_ln(tiny_config):
     """alpha = 4 on ``scale_invariant`` multiplies exactly those weights (and not the head)."""
-    from initmem.empirical.models import build_model
 
     one = build_model(tiny_config(model="mlp-ln", alpha=1.0, alpha_groups=["scale_invariant"]))
     four = build_model(tiny_config(model="mlp-ln", alpha=4.0, alpha_groups=["scale_invariant"]))
@@ -161,6 +162,23 @@ PLUGIN = textwrap.dedent(
             return x, y
 
         return (*draw(64), *draw(32))
+
+
+    def deep_net(config, depth=1, channels=4):
+        """``depth`` conv + GroupNorm blocks of ``channels`` channels: its size set by model_args."""
+        layers, c_in = [], 3
+        for _ in range(depth):
+            layers += [nn.Conv2d(c_in, channels, 3, padding=1, bias=False), nn.GroupNorm(1, channels)]
+            c_in = channels
+        return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, 10))
+
+
+    def flipped_stripes(config, flip_every=0):
+        """:func:`stripes` with the label of every ``flip_every``-th training image changed."""
+        train_x, train_y, test_x, test_y = stripes(config)
+        if flip_every:
+            train_y[::flip_every] = (train_y[::flip_every] + 1) % 10
+        return train_x, train_y, test_x, test_y
 
 
     def not_a_model(config):
@@ -234,7 +252,6 @@ def test_plugin_model_and_data_through_train_sweep_report_and_bridge(plugin_modu
 
 
 def test_a_plugin_model_that_returns_no_module_fails_clearly(plugin_module, tiny_config):
-    from initmem.empirical.models import build_model
 
     with pytest.raises(PluginError, match="returned int, not a torch.nn.Module"):
         build_model(tiny_config(model=f"{plugin_module}:not_a_model"))
@@ -255,3 +272,34 @@ def test_plugin_data_of_the_wrong_shape_fails_clearly(tmp_path, monkeypatch):
     )
     with pytest.raises(PluginError, match=r"train_x must be uint8 images \(n, 3, 32, 32\)"):
         plugin_pools(config)
+
+
+def test_model_args_and_dataset_args_reach_the_plugins(plugin_module, tmp_path):
+    """``model_args`` / ``dataset_args``: the plug-in's keyword arguments, part of the run's hash."""
+    from initmem.empirical.data import plugin_pools
+
+    base = dict(
+        dataset=f"{plugin_module}:flipped_stripes",
+        model=f"{plugin_module}:deep_net",
+        train_size=48,
+        val_size=16,
+        batch_size=8,
+    )
+    config = RunConfig.from_file(
+        None, [f"{k}={v}" for k, v in base.items()] + ["model_args.depth=3"]
+    )
+    assert config.model_args == {"depth": 3}
+    convs = [m for m in build_model(config).modules() if isinstance(m, nn.Conv2d)]
+    assert len(convs) == 3
+    wide = config.replace(model_args={"depth": 2, "channels": 6})
+    assert [m.out_channels for m in build_model(wide).modules() if isinstance(m, nn.Conv2d)] == [
+        6,
+        6,
+    ]
+    assert len({config.hash, wide.hash, RunConfig.from_dict(base).hash}) == 3
+    plain = plugin_pools(RunConfig.from_dict(base))[1]
+    flipped = plugin_pools(RunConfig.from_dict(base | {"dataset_args": {"flip_every": 4}}))[1]
+    changed = np.flatnonzero(plain != flipped)
+    np.testing.assert_array_equal(changed, np.arange(0, 64, 4))
+    with pytest.raises(PluginError, match="model_args = .*'widht'.* does not take them"):
+        build_model(config.replace(model_args={"widht": 3}))

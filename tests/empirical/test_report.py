@@ -160,3 +160,28 @@ def test_effective_lr_section_states_convergence_from_the_data(report):
             assert "stayed apart" in line
         else:
             assert "cannot tell" in line
+
+
+def test_report_of_run_folders(tmp_path, capsys):
+    """``initmem report RUN RUN ...``: the report of a sweep's runs copied out of it holds the same
+    spread as the sweep's own, and says which folders it read."""
+    import shutil
+
+    from initmem.cli import main
+
+    sweep = make_sweep(tmp_path / "sweep")
+    for run in load_sweep(sweep).itertuples():  # the trainer's config.json (make_sweep has none)
+        config = json.loads((sweep / "manifest.json").read_text())
+        entry = next(e for e in config if e["hash"] == run.hash)
+        Path(run.run_dir, "config.json").write_text(json.dumps(entry))
+        shutil.copytree(run.run_dir, tmp_path / "moved" / run.hash)
+    folders = sorted(str(p) for p in (tmp_path / "moved").iterdir())
+    assert main(["report", *folders, "--out", str(tmp_path / "out"), "--n-boot", "50"]) == 0
+    printed = capsys.readouterr().out
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "12/12 done" in text and f"`{folders[0]}`" in text
+    spread = spread_table(load_sweep(sweep), n_boot=50)
+    finite = spread[np.isfinite(spread["spread_pp"])]
+    assert len(finite) >= 1
+    for value in finite["spread_pp"]:
+        assert f"{value:.1f}" in printed

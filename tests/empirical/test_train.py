@@ -397,3 +397,31 @@ def test_cuda_path_trains(tiny_config):
     assert result.status == "completed"
     record = read_log(result.run_dir)[-1]
     assert record["dist_from_init"] > 0 and 0 <= record["test_acc"] <= 1
+
+
+def test_mse_loss_is_the_lazy_regimes_squared_error():
+    """``training_loss("mse")`` is |f - onehot|^2 / (2 n K) (theory/ntk.py's L), computed in numpy."""
+    from initmem.empirical.trainer import training_loss
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, 3))
+    labels = np.array([0, 2, 1, 1, 0])
+    onehot = np.eye(3)[labels]
+    expected = ((logits - onehot) ** 2).sum() / (2 * logits.size)
+    got = training_loss("mse", torch.tensor(logits), torch.tensor(labels))
+    assert float(got) == pytest.approx(expected, rel=1e-12)
+    summed = training_loss("mse", torch.tensor(logits), torch.tensor(labels), reduction="sum")
+    assert float(summed) == pytest.approx(expected * 5, rel=1e-12)
+
+
+def test_an_mse_run_trains_and_logs_its_own_loss(tiny_config):
+    """A run with ``loss = "mse"``: its logged losses are the squared error, and it fits the data."""
+    result = train(tiny_config(loss="mse", epochs=3, lr=0.5, momentum=0.0, augment=False))
+    log = read_log(result.run_dir)
+    assert result.status == "completed"
+    # the error against one-hot targets at init is near |e_y|^2 / (2K) = 1/20 for small logits;
+    # cross-entropy at init is near ln 10 = 2.3
+    assert 0.02 < log[0]["val_loss"] < 0.5
+    assert log[-1]["train_loss"] < log[1]["train_loss"]
+    ce = train(tiny_config(epochs=1))
+    assert read_log(ce.run_dir)[0]["val_loss"] > 1.5
