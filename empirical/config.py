@@ -35,7 +35,7 @@ OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 SCHEDULES = ("constant", "step", "cosine")
 ALPHA_GROUPS = ("all", "conv", "scale_invariant", "norm", "bn", "head")
 DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp64")
 
 #: Images in each data set's official training set (before the train/validation split).
 TRAIN_POOL_SIZES = {
@@ -112,7 +112,8 @@ class RunConfig:
     ``max_weight_norm`` (a larger total weight norm counts as divergence).
 
     Device: ``device`` in :data:`DEVICES`; ``precision`` in :data:`PRECISIONS` ("auto": bf16 autocast on
-    CUDA, fp32 on the CPU); ``channels_last``; ``compile`` (torch.compile); ``cudnn_benchmark``;
+    CUDA, fp32 on the CPU; "fp64": float64 parameters, images and loss, for the tests' comparisons of
+    two computations of one run); ``channels_last``; ``compile`` (torch.compile); ``cudnn_benchmark``;
     ``threads`` the run's CPU thread count (torch's intra-op threads; None: the count at the run's
     first start, recorded in config.json and last.pt and kept on resume, which a sweep worker gets as
     cpus // workers). Not hashed: on one machine the same thread count gives the same bits, and

@@ -317,7 +317,8 @@ class Pack:
             with lead._autocast():
                 logits = self._forward([images for images, _ in batches], lead.memory_format)
             losses = [
-                F.cross_entropy(logits[j].float(), labels) for j, (_, labels) in enumerate(batches)
+                F.cross_entropy(logits[j].to(lead.dtype), labels)
+                for j, (_, labels) in enumerate(batches)
             ]
             self.packed.zero_grad()
             torch.stack(losses).sum().backward()
