@@ -107,13 +107,16 @@ def assert_same_result(reference: Reference, result) -> None:
     assert [getattr(result, f) for f in fields] == [getattr(solo, f) for f in fields]
 
 
-def assert_same_run(reference: Reference, other_dir) -> None:
+def assert_same_run(reference: Reference, other_dir, differ: tuple[str, ...] = ()) -> None:
     """Every number of ``other_dir`` is the reference's (the module docstring's rule): counts,
-    accuracies and predictions equal, every other number within ``RUN_RTOL`` of its scale."""
+    accuracies and predictions equal, every other number within ``RUN_RTOL`` of its scale; the keys
+    in ``differ`` (say ``pred:run_hash``, for a run of another config) must differ."""
     other = run_numbers(other_dir)
     assert other.keys() == reference.numbers.keys()
     for key, value in reference.numbers.items():
-        if key.startswith("pred:") or _field(key) in EQUAL_KEYS:
+        if key in differ:
+            assert np.any(other[key] != value), key
+        elif key.startswith("pred:") or _field(key) in EQUAL_KEYS:
             np.testing.assert_array_equal(other[key], value, err_msg=key)
         elif np.all(np.isnan(value)):
             assert np.all(np.isnan(other[key])), key
