@@ -1,6 +1,6 @@
 """Benchmark 9: calibrating the study on the ``units-v1`` preset's design (the first design; issue 23).
 
-``initmem.bridge.calibrate.calibrate(design_from("units-v1"), 200)``: 200 synthetic sweeps of the design
+``initmem.bridge.study.calibrate.calibrate(design_from("units-v1"), 200)``: 200 synthetic sweeps of the design
 (12 pipelines x 5 seeds x 2 alphas) under each of the three truths, every verdict of the study scored
 (the rank unit decision with 200 bootstrap resamples, each pipeline's spread against its permutation
 null and its interval, the norm memory at the end and its interval), in 2 worker processes. Target:
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from common import BenchResult, median, spread, timed
 
-from initmem.bridge.calibrate import calibrate
-from initmem.bridge.synthetic import design_from
+from initmem.bridge.study.calibrate import calibrate
+from initmem.bridge.study.synthetic import design_from
 
 #: Target: seconds for the units-v1 preset's design, 200 replicas x 3 truths.
 TARGET_S = 120.0

@@ -1,7 +1,7 @@
 """Benchmark 4: the theory's kernels and predictor against neural-tangents, time and peak memory.
 
 - ``ntk_empirical``: the empirical NTK of a 3-layer ReLU MLP (:class:`ReLUMLP`, depth 2, float32) on
-  ``n`` inputs, ``initmem.theory.kernels.empirical_ntk`` (``torch.func``, Jacobian contraction in blocks)
+  ``n`` inputs, ``initmem.theory.empirical_kernels.empirical_ntk`` (``torch.func``, Jacobian contraction in blocks)
   against neural-tangents' ``empirical_ntk_fn`` (JAX, default implementation, jitted; its compile time is
   reported apart) on the same weights, ``trace_axes=(-1,)``. Each side runs in its own fresh process,
   so its peak memory is its own: the peak resident set size during the kernel calls minus the resident
@@ -84,7 +84,7 @@ def child_torch(sizes: Sizes, workdir: Path) -> dict:
     """Ours, in a fresh process: times, peak memory; writes the kernel to ``workdir/ours.npy``."""
     import torch
 
-    from initmem.theory.kernels import ReLUMLP, empirical_ntk
+    from initmem.theory.empirical_kernels import ReLUMLP, empirical_ntk
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
     torch.manual_seed(sizes.seed)
@@ -121,7 +121,8 @@ def child_jax(sizes: Sizes, workdir: Path) -> dict:
     import torch
 
     import initmem.theory.ntk as ours_ntk  # before neural_tangents: see theory.kernels._preload_triton
-    from initmem.theory.kernels import ReLUMLP, relu_mlp_stax
+    from initmem.theory.empirical_kernels import ReLUMLP
+    from initmem.theory.kernels import relu_mlp_stax
 
     mlp = ReLUMLP(
         sizes.in_dim, sizes.width, sizes.depth, sizes.out_dim, seed=sizes.seed, dtype=torch.float32

@@ -6,41 +6,34 @@
     print(report.summary()); report.save("runs/demo/bridge")
 
 ``initmem.bridge.fit`` is the function; it lives in :mod:`initmem.bridge.fitting` with the other fits
-(``from initmem.bridge.fitting import loglog_fit``). Import direction: ``measure`` <- ``predict`` <-
-``plots`` <- ``fitting`` (the report draws its figures; the figures never import the report's module).
+(``from initmem.bridge.fitting import loglog_fit``). The core's import direction: ``fits`` <-
+``measure`` <- ``predict`` <- ``plots`` <- ``fitting`` (the report draws its figures; the figures
+never import the report's module). The publication layer above it, the studies with their documents,
+calibration, synthetic sweeps and seed counts, is :mod:`initmem.bridge.study`; the core imports
+nothing of it. The names below are loaded on first use (PEP 562), so ``import initmem.bridge``
+imports neither pandas nor the study; ``docs/architecture.md`` maps the modules.
 """
 
-from initmem.bridge.deprecated import DEPRECATED
-from initmem.bridge.fits import fit_decay_time
-from initmem.bridge.fitting import BridgeReport, fit, summarize
-from initmem.bridge.measure import (
-    BridgeDataError,
-    function_forgetting_times,
-    norm_forgetting_times,
-)
-from initmem.bridge.predict import identity_check, predicted_memory_curves, predicted_times
-from initmem.bridge.units import UNITS, evaluation_units
-from initmem.deprecation import moved
-from initmem.empirical.curves import norm_memory_curves
+from initmem.lazy import lazy_names
 
+#: Public name -> the module of this package that defines it.
+_HOMES = {
+    "fit_decay_time": "fits",
+    "BridgeReport": "fitting",
+    "fit": "fitting",
+    "summarize": "fitting",
+    "BridgeDataError": "measure",
+    "function_forgetting_times": "measure",
+    "norm_forgetting_times": "measure",
+    "identity_check": "predict",
+    "predicted_memory_curves": "predict",
+    "predicted_times": "predict",
+    "UNITS": "units",
+    "evaluation_units": "units",
+    "unit_study": "study.unit_of_forgetting",
+    "architecture_study": "study.architectures",
+    "norm_memory_curves": "initmem.empirical.curves",  # re-exported from the empirical room
+}
 
-def __getattr__(name: str):
-    """Deprecated names of this package (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
-
-
-__all__ = [
-    "BridgeDataError",
-    "BridgeReport",
-    "UNITS",
-    "evaluation_units",
-    "fit",
-    "fit_decay_time",
-    "function_forgetting_times",
-    "identity_check",
-    "norm_forgetting_times",
-    "norm_memory_curves",
-    "predicted_memory_curves",
-    "predicted_times",
-    "summarize",
-]
+__all__ = sorted(_HOMES, key=str.lower)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -13,13 +13,13 @@
    fitted as one monotone function ``A exp(-(u / u0)^k)`` of each candidate unit ``u`` (the same three
    parameters for every unit, so the R^2 values compare fairly), plus an isotonic (decreasing) fit and
    its leave-one-pipeline-out R^2 (``r2_cv``), each with a bootstrap interval over pipelines and seeds
-   (:func:`initmem.bridge.stats.unit_bootstrap`). The spread enters from the seeds whose runs
-   interpolate at every alpha (:func:`initmem.bridge.stats.memory_cubes`). The decision
-   (:func:`initmem.bridge.stats.decide`): the rank difference of the two units (R1 of
-   :func:`~initmem.bridge.stats.rank_bootstrap`) with its interval, a winner only when the interval
+   (:func:`initmem.bridge.unit_decision.unit_bootstrap`). The spread enters from the seeds whose runs
+   interpolate at every alpha (:func:`initmem.bridge.unit_decision.memory_cubes`). The decision
+   (:func:`initmem.bridge.unit_decision.decide`): the rank difference of the two units (R1 of
+   :func:`~initmem.bridge.unit_decision.rank_bootstrap`) with its interval, a winner only when the interval
    excludes 0, the paired ``r2_cv(accumulated) - r2_cv(epochs)`` reported beside it (``decision``;
    :attr:`BridgeReport.verdict`); the rank rule replaced the R^2 rule after calibration
-   (:mod:`initmem.bridge.calibrate`).
+   (:mod:`initmem.bridge.study.calibrate`).
 4. **Phase diagrams** (:func:`phase_table`): the spread over (lr x decay) and (lr x batch size); the
    boundary where accumulated regularization reaches 1 is
    :func:`initmem.bridge.units.phase_boundary`.
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import measure, predict, stats
+from initmem.bridge import measure, predict, unit_decision
 from initmem.bridge.fits import (
     COLLAPSE_R2,
     isotonic_fit,
@@ -54,7 +54,7 @@ from initmem.bridge.units import (
 from initmem.empirical import curves, markdown, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
 from initmem.empirical.memory import spread_table
-from initmem.theory.criterion import FORGETTING
+from initmem.theory.criterion import FORGETTING, LAYER_RULE
 
 #: Relations fitted in :func:`fit`: (measured time, predicted time).
 MEMORIES = ("norm", "norm per layer", "spread", "disagreement")
@@ -121,11 +121,11 @@ def unit_verdict(units: pd.DataFrame, good: float = COLLAPSE_R2) -> list[str]:
                 f"{memory}: one pipeline only, so every unit fits alike: no collapse test."
             )
             continue
-        if group["n_pipelines"].max() < stats.MIN_DECISION_PIPELINES:
+        if group["n_pipelines"].max() < unit_decision.MIN_DECISION_PIPELINES:
             lines.append(
                 f"{memory}: cannot tell at this size which unit collapses the pipelines: "
                 f"{group['n_pipelines'].max()} pipelines, the comparison needs "
-                f"{stats.MIN_DECISION_PIPELINES} or more."
+                f"{unit_decision.MIN_DECISION_PIPELINES} or more."
             )
             continue
         best = group["r2"].idxmax()
@@ -177,7 +177,7 @@ class BridgeReport:
     (``norm_curves``, ``predicted_curves``, ``spread_curves``, ``disagreement_curves``,
     ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why; ``layers``
     the per-layer logs the bridge read (:func:`~initmem.empirical.tables.load_layers`); ``cubes``
-    the per-seed memories beside their units (:func:`~initmem.bridge.stats.memory_cubes`).
+    the per-seed memories beside their units (:func:`~initmem.bridge.unit_decision.memory_cubes`).
     """
 
     runs: pd.DataFrame
@@ -202,7 +202,7 @@ class BridgeReport:
 
     @property
     def verdict(self) -> list[str]:
-        """The pre-registered unit decision per memory (:func:`~initmem.bridge.stats.unit_bootstrap`:
+        """The pre-registered unit decision per memory (:func:`~initmem.bridge.unit_decision.unit_bootstrap`:
         accumulated regularization against epochs on the leave-one-pipeline-out R^2, a winner only
         when its bootstrap interval excludes 0); without it (``n_boot = 0``) the in-sample
         comparison of :func:`unit_verdict`. Empty without a unit comparison."""
@@ -234,8 +234,10 @@ class BridgeReport:
         lines = [f"bridge: {self.runs['pipeline'].nunique()} pipelines, {len(self.runs)} runs"]
         if not self.pipelines.empty:
             lines.append(
-                f"norm-memory forgetting time (steps; forgotten: {FORGETTING.name}, the time scale "
-                "of a fit exp(-t/tau); '>' = not forgotten within the run):"
+                f"norm-memory forgetting time (steps; forgotten: {FORGETTING.name}, the first "
+                f"evaluation with the seed-mean |memory| there, layers combined as the "
+                f"{LAYER_RULE} (theory.criterion); '>' = not forgotten within the run, with the "
+                "e-fold time of a fit exp(-t/tau) extrapolated):"
             )
             for _, row in self.pipelines.iterrows():
                 lines.append(
@@ -309,14 +311,17 @@ def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
 
 
 def _time(row, column: str, forgotten: str, fitted: str | None = None) -> str:
-    """``tau``, or ``> span (fit tau)`` when not forgotten within the run; ``–`` when unmeasured."""
+    """``tau``, or ``> span (extrapolated tau)`` when not forgotten within the run (the fit never
+    decides, :mod:`initmem.theory.criterion`); ``–`` when unmeasured."""
     value = row.get(column, np.nan)
     if value is None or not np.isfinite(value):
         return "–"
     if bool(row.get(forgotten, True)):
         return f"{value:.3g}"
     extrapolated = row.get(fitted, np.nan) if fitted else np.nan
-    return f"> {value:.3g}" + (f" (fit {extrapolated:.3g})" if np.isfinite(extrapolated) else "")
+    return f"> {value:.3g}" + (
+        f" (extrapolated {extrapolated:.3g})" if np.isfinite(extrapolated) else ""
+    )
 
 
 # ----------------------------------------------------------------------------------- the driver
@@ -344,9 +349,7 @@ def fit(
     else:
         try:
             norm_curves = curves.norm_memory_curves(runs, layers)
-            norm_times = measure.norm_forgetting_times(
-                norm_curves, n_boot=n_boot, level=level, seed=seed
-            )
+            norm_times = measure.norm_forgetting_times(norm_curves, level=level)
         except BridgeDataError as err:
             notes.append(f"norm memory skipped: {err}")
         if "grad_sq_sum" in layers.columns and layers["grad_sq_sum"].notna().any():
@@ -375,14 +378,14 @@ def fit(
     memories = spread_table(runs, seed=seed, with_disagreement=False)  # M2, as report and study
     pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers, memories)
     fits = _fit_table(pipelines, norm_times, predicted, level, n_boot=n_boot, seed=seed)
-    cubes = stats.memory_cubes(
+    cubes = unit_decision.memory_cubes(
         runs, epochs, norm_curves, accumulated, predicted_curves, notes, accuracy=accuracy
     )
-    points = stats.cube_points(cubes)
+    points = unit_decision.cube_points(cubes)
     units = unit_comparison(points)
     decision = pd.DataFrame()
     if not units.empty and n_boot > 0:
-        intervals, decision = stats.decide(
+        intervals, decision = unit_decision.decide(
             cubes, list(units["unit"].unique()), n_boot=n_boot, level=level, seed=seed
         )
         if not intervals.empty:

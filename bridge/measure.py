@@ -4,10 +4,14 @@ The memories themselves, as curves over training time, are :mod:`initmem.empiric
 (definitions M2 to M4 of :mod:`initmem.empirical.memory`: norm memory, accuracy spread, prediction
 disagreement); this module says how fast they went.
 
-A forgetting time is an e-fold time from a least-squares fit of the whole (normalized) curve by
-``exp(-t / tau)`` (:func:`fit_decay_time`), not from one crossing point. A curve that has not shrunk by
-e within the run is a result too: it is reported with ``forgotten = False`` and ``tau`` set to the
-time the run lasted, a lower bound. Intervals come from a bootstrap over seeds (:func:`bootstrap_decay`).
+The norm memory's forgetting is the one decision of :mod:`initmem.theory.criterion`
+(:func:`~initmem.theory.criterion.decide`): the first evaluation where the seed-mean ``|memory|`` of
+the combined layers is at most 1/e, with its 95% t-interval over seeds (:func:`decide_seeds`); a
+reversed end (interval below 0) is not forgotten; a curve that is not forgotten within the run is
+reported with ``forgotten = False`` and ``tau`` set to the time the run lasted, a lower bound, and the
+least-squares fit ``exp(-t / tau)`` (:func:`initmem.bridge.fits.fit_decay_time`) only as an **extrapolation**
+(``tau_fit_steps``, labelled so). Function memories (spread, disagreement) are e-fold times of a
+fit of their normalized curves, with a bootstrap over seeds (:func:`bootstrap_decay`).
 
 Function memories rise while the networks learn before they can decay, so their fit window starts at
 the curve's maximum after the pipeline has learned (seed-mean validation accuracy at 90% of its best).
@@ -15,17 +19,19 @@ the curve's maximum after the pipeline has learned (seed-mean validation accurac
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.deprecated import DEPRECATED
+from initmem.bridge import fits
 from initmem.bridge.fits import bootstrap_decay
-from initmem.deprecation import moved
-from initmem.empirical import runfolder, tables
+from initmem.empirical import memory, runfolder, tables
 from initmem.empirical.curves import (
     MemoryDataError,
     accuracy_curves,
 )
+from initmem.theory.criterion import Decision, decide
 
 #: Function memory is fitted once the seed-mean validation accuracy reaches this fraction of its best.
 LEARNED_FRACTION = 0.9
@@ -126,24 +132,71 @@ def steps_per_epoch(table: pd.DataFrame) -> pd.Series:
 
 
 # ----------------------------------------------------------------------------------- norm memory
-def norm_forgetting_times(
-    curves: pd.DataFrame, *, n_boot: int = 200, level: float = 0.95, seed: int = 0
-) -> pd.DataFrame:
-    """Forgetting time of the norm memory, per pipeline and layer, with a bootstrap over seeds.
+def decide_seeds(steps, curves, *, level: float = 0.95) -> Decision:
+    """The one decision of "forgotten" (:func:`initmem.theory.criterion.decide`) on a memory
+    measured over seeds: ``curves`` (n_seeds, n_steps) on the evaluations ``steps``; at each, the
+    seed mean with its Student-t ``level`` interval (:func:`initmem.empirical.memory.mean_interval`).
+    Where the mean is not forgotten within the run, the e-fold time of ``exp(-t / tau)`` fitted to it
+    (from the first step) is kept as the labelled extrapolation. One curve (a law's, or one seed)
+    is its own interval."""
+    steps = np.asarray(steps, dtype=np.float64)
+    curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
+    rows = [memory.mean_interval(curves[:, j], level=level) for j in range(curves.shape[1])]
+    mean, lo, hi = (np.array(column, dtype=np.float64) for column in zip(*rows, strict=True))
+    lo, hi = np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi)  # one seed
+    decision = decide(steps, mean, lo, hi)
+    if decision.state != "not forgotten" or steps.size < 2:
+        return decision
+    try:
+        tau = fits.fit_decay_time(steps - steps.min(), mean).tau
+    except ValueError:  # fewer than one finite point after the start
+        return decision
+    return decide(steps, mean, lo, hi, extrapolated=tau)
 
-    Times are in optimizer steps (``tau_steps``, ``tau_lo_steps``, ``tau_hi_steps``, ``t_span_steps``)
-    and epochs (``tau_epochs``). ``forgotten`` False: the memory did not shrink by e within the run and
-    ``tau_steps`` is the lower bound ``t_span_steps``; ``tau_fit_steps`` is the extrapolated fit.
-    ``memory_end`` is the seed-mean memory at the last evaluation.
+
+def decision_columns(decision: Decision) -> dict:
+    """The time columns of :func:`norm_forgetting_times` from one :class:`Decision` (steps)."""
+    return {
+        "state": decision.state,
+        "tau_steps": decision.reported_step,
+        "tau_lo_steps": decision.step_lo,
+        "tau_hi_steps": decision.step_hi,
+        "tau_fit_steps": decision.step if decision.forgotten else decision.extrapolated,
+        "t_span_steps": decision.t_end,
+        "forgotten": decision.forgotten,
+        "memory_end": decision.memory_end,
+        "memory_end_lo": decision.memory_end_lo,
+        "memory_end_hi": decision.memory_end_hi,
+        "decision": decision.text(),
+    }
+
+
+def norm_forgetting_times(curves: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
+    """Forgetting of the norm memory, per pipeline and layer, by the one decision (:func:`decide_seeds`).
+
+    Times are in optimizer steps since the first evaluation: ``tau_steps`` the first evaluation with
+    the seed-mean ``|memory|`` at most 1/e (the lower bound ``t_span_steps`` when not forgotten,
+    NaN when undefined), [``tau_lo_steps``, ``tau_hi_steps``] its interval (``inf``: not reached),
+    ``tau_fit_steps`` the same step when forgotten, else the **extrapolated** e-fold time of the
+    fit (never a decision), ``tau_epochs``; ``state`` (forgotten, not forgotten, reversed,
+    undefined), ``forgotten``, ``memory_end`` [``memory_end_lo``, ``memory_end_hi``] at the last
+    evaluation, ``decision`` (the phrase), ``n_seeds``. The pipeline's decision is the layer
+    :data:`~initmem.empirical.curves.SCALE_INVARIANT_MEAN` (:data:`initmem.theory.criterion.LAYER_RULE`).
+    ``level``: the interval's level.
     """
     per_epoch = steps_per_epoch(curves)
     rows = []
+    skipped = {}  # pipeline -> its label: no evaluation after init on both alphas
     for (pipeline, layer), group in curves.groupby(["pipeline", "layer"], sort=False):
-        table = group.pivot_table(index="seed", columns="step", values="memory")
+        table = group.pivot_table(index="seed", columns="step", values="memory", dropna=False)
         steps = table.columns.to_numpy(dtype=np.float64)
-        result = bootstrap_decay(
-            steps - steps.min(), table.to_numpy(), n_boot=n_boot, level=level, seed=seed
-        )
+        if not (steps > steps.min()).any():  # both alphas logged the init alone: no decay to fit
+            skipped[pipeline] = (
+                f"{group['label'].iloc[0]} ({pipeline})" if "label" in group else pipeline
+            )
+            continue
+        decision = decide_seeds(steps - steps.min(), table.to_numpy(), level=level)
+        columns = decision_columns(decision)
         rows.append(
             {
                 "pipeline": pipeline,
@@ -151,12 +204,24 @@ def norm_forgetting_times(
                 "scale_invariant": bool(group["scale_invariant"].iloc[0]),
                 "alpha_lo": group["alpha_lo"].iloc[0],
                 "alpha_hi": group["alpha_hi"].iloc[0],
-                **_in_steps(result),
-                "tau_epochs": result["tau"] / per_epoch[pipeline],
-                "memory_end": float(np.nanmean(table.to_numpy()[:, -1])),
+                **columns,
+                "tau_epochs": columns["tau_steps"] / per_epoch[pipeline],
+                "n_seeds": int(table.shape[0]),
             }
         )
+    for label in skipped.values():
+        warnings.warn(
+            f"pipeline {label}: its norm memory has no evaluation after init on both "
+            "alphas (the runs of one alpha diverged before their first evaluation: see their "
+            "result.json); left out of the forgetting times",
+            NoDecayWarning,
+            stacklevel=2,
+        )
     return pd.DataFrame(rows)
+
+
+class NoDecayWarning(UserWarning):
+    """A pipeline left out of the forgetting times: its memory curve has no time after init."""
 
 
 # ----------------------------------------------------------------------------------- function memory
@@ -317,14 +382,11 @@ def _short(value) -> str:
     return str(value)
 
 
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
-
-
 __all__ = [
     "BridgeDataError",
     "accuracy_pair",
+    "decide_seeds",
+    "decision_columns",
     "function_forgetting_times",
     "learned_step",
     "load_logs",

@@ -5,7 +5,9 @@ plug-in) and its pipeline. alpha multiplies the default init on ``config.alpha_g
 is, for each parameter group, which mechanism the theory says erases the memory of alpha, and when.
 
 Conventions. Times in optimizer steps (and epochs, ``steps_per_epoch`` of the config); ``inf``: never
-within gradient flow or any run length; NaN: no closed form (the row says why). Groups, as
+within gradient flow or any run length (P1: not within the run); NaN: no closed form (the row says
+why). Every row names the gradient scale it rests on (``g_source``: the probe, or "none" for a law
+that takes none). Groups, as
 :func:`initmem.empirical.models.parameter_groups` finds them in the model:
 
 - ``scale_invariant``: weights whose scale the train-mode function ignores;
@@ -15,15 +17,26 @@ within gradient flow or any run length; NaN: no closed form (the row says why). 
 Derivation, one law per group (each one's source is the theory module it calls):
 
 - (P1) ``scale_invariant``: alpha sets the effective learning rate ``lr / |w|^2`` only, and the
-  normalized-weight laws give the time at which the effective learning rates of alpha and 1 meet
-  (:func:`initmem.theory.forgetting.predict_forgetting`, its ``pipeline`` row, with the model's own
-  fan-ins). Agrees with :mod:`initmem.theory.normalized`; an empty group has no row.
+  normalized-weight laws (:mod:`initmem.theory.normalized`) give the norm of each layer at alpha and
+  at 1, integrated over the run's schedule with the gradient scale G **probed at each of the two
+  alphas** on the config's own model and data (:func:`initmem.bridge.probe.law_forgetting`; its
+  ``g_source`` is a column of the table), the layers combined and decided by the one rule of
+  :mod:`initmem.theory.criterion` (``steps``: the first step with the layer-mean norm memory at most
+  1/e; ``memory_end``: that memory at the run's end). An empty group has a row saying so.
 - (P2) ``other``, in the lazy (NTK) regime: the converged linearized predictor keeps the memory term
   ``m(x) = f0(x) - K_xX K^-1 f0(X)`` (Lee et al. 2019; :func:`initmem.theory.ntk.memory_term`) at any
   training length under gradient flow, so without decay the time is ``inf``; coupled L2 and decoupled
-  decay contract the init's part by ``1 - lr (l2 / (1 - mu) + wd)`` per step, an e-fold time of
-  ``1 / (lr (l2 / (1 - mu) + wd))`` steps (:func:`initmem.theory.ntk.forgetting_times`, its unseen
-  part, with momentum's heavy-ball factor). The row also gives ``memory_fraction``, ``|m| / |f0|`` on a
+  decay contract the decayed parameters by ``1 - kappa_t``, ``kappa_t = lr_t (l2 / (1 - mu) + wd)``,
+  at each step of the config's schedule (``lr_t``: ``lr`` times ``config.lr_multipliers()``; momentum's
+  heavy-ball factor for SGD), and a network of effective degree ``L`` in them keeps the memory
+  ``prod_t (1 - kappa_t)^L`` (identity (L1), :func:`initmem.theory.ntk.lazy_forgetting`); ``steps`` is
+  the first step with that at most 1/e, ``inf`` when no decay acts or the schedule ends first (the
+  law then says "not within the run" with the memory the schedule leaves), NaN for Adam-family with
+  coupled L2 (no closed form). ``L`` is measured on the model: Euler's identity's ratio
+  ``<J theta_0, f_0> / |f_0|^2`` over the probe outputs with only this group trainable
+  (:func:`initmem.theory.ntk.homogeneity_degree`, :func:`lazy_degree`), a positive real number
+  (exactly the layer count for a bias-free ReLU MLP); a non-positive one gives NaN with the reason.
+  The row also gives ``memory_fraction``, ``|m| / |f0|`` on a
   probe set, from the empirical NTK of this group's parameters at init (``torch.func``), computed in
   eval mode (BatchNorm with its initial running statistics): how much of the initial function the
   kernel cannot reach, the size of what (P2) says is kept. The lazy regime is the large-alpha limit
@@ -51,7 +64,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.empirical.config import RunConfig
+from initmem.bridge.probe import DRAW_FIELDS, law_forgetting
+from initmem.empirical.config import ConfigError, RunConfig
+from initmem.empirical.plugins import PluginError
+from initmem.empirical.provenance import utc_now
 
 #: Parameter groups of the table, in order.
 PREDICTION_GROUPS = ("scale_invariant", "head", "other")
@@ -60,8 +76,9 @@ PREDICTION_GROUPS = ("scale_invariant", "head", "other")
 @dataclass(frozen=True)
 class GroupPredictions:
     """The table of :func:`predict_groups` (one row per group: ``group``, ``parameters`` (count),
-    ``tensors``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``, ``law``) and what it was
-    computed for (``alpha``, the config's ``hash``)."""
+    ``tensors``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``, ``law``, ``memory_end``
+    (P1's norm memory at the run's end), ``g_source``) and what it was computed for (``alpha``, the
+    config's ``hash``)."""
 
     alpha: float
     hash: str
@@ -86,15 +103,32 @@ def pipeline_of(config: RunConfig):
     )
 
 
-def lazy_decay_steps(config: RunConfig) -> float:
-    """(P2): the e-fold time, in steps, of the init's part of the linearized predictor under the
-    config's decay, ``1 / (lr (l2 / (1 - mu) + wd))`` (``inf`` without decay). Adam-family optimizers
-    precondition the kernel, so the heavy-ball factor applies to SGD and RMSprop only."""
-    heavy_ball = config.optimizer in ("sgd", "rmsprop")
-    rate = config.lr * (
-        config.l2 / (1.0 - config.momentum if heavy_ball else 1.0) + config.weight_decay
+def lazy_decay(config: RunConfig, depth: float):
+    """(P2): the lazy memory term's forgetting under the config's decay and schedule,
+    :func:`initmem.theory.ntk.lazy_forgetting` (identity (L1): memory ``prod_t (1 - kappa_t)^depth``
+    over the config's per-step lr multipliers, forgotten at 1/e; ``inf`` when no decay acts or the
+    schedule ends first). ``depth``: the effective degree of the decayed parameters
+    (:func:`lazy_degree`)."""
+    from initmem.theory.ntk import lazy_forgetting
+
+    return lazy_forgetting(
+        config.lr,
+        depth=depth,
+        l2=config.l2,
+        weight_decay=config.weight_decay,
+        momentum=config.momentum,
+        optimizer=config.optimizer,
+        lr_multipliers=config.lr_multipliers(),
     )
-    return math.inf if rate <= 0 else 1.0 / rate
+
+
+def _probe_model(model, names: list[str]):
+    """A float64, eval-mode copy of ``model`` with only the parameters ``names`` trainable (the
+    caller's model keeps its flags)."""
+    probe = copy.deepcopy(model).double().eval()
+    for name, param in probe.named_parameters():
+        param.requires_grad_(name in names)
+    return probe
 
 
 def memory_fraction(model, names: list[str], x_train, x_test) -> float:
@@ -108,9 +142,7 @@ def memory_fraction(model, names: list[str], x_train, x_test) -> float:
 
     if not names:
         return math.nan
-    probe = copy.deepcopy(model).double().eval()  # the caller's model keeps its flags
-    for name, param in probe.named_parameters():
-        param.requires_grad_(name in names)
+    probe = _probe_model(model, names)
     # every output kept: rows ordered sample * k + output, as the flattened outputs below
     k_train = empirical_ntk(probe, x_train, trace_outputs=False).ntk
     k_test = empirical_ntk(probe, x_test, x_train, trace_outputs=False).ntk
@@ -121,6 +153,40 @@ def memory_fraction(model, names: list[str], x_train, x_test) -> float:
     return float(np.linalg.norm(m) / max(np.linalg.norm(f0_test), 1e-300))
 
 
+def lazy_degree(model, names: list[str], x) -> float:
+    """(P2)'s depth: the effective degree of the outputs on ``x`` in the parameters ``names``,
+    :func:`initmem.theory.ntk.homogeneity_degree` of
+    :func:`initmem.theory.empirical_kernels.init_outputs` on the float64 eval-mode probe model of
+    :func:`memory_fraction` (only ``names`` trainable); NaN for no parameters."""
+    from initmem.theory.empirical_kernels import init_outputs
+    from initmem.theory.ntk import homogeneity_degree
+
+    if not names:
+        return math.nan
+    return homogeneity_degree(*init_outputs(_probe_model(model, names), x))
+
+
+def _lazy_row_law(config: RunConfig, depth: float) -> tuple[float, str]:
+    """(P2)'s time in steps and its law text for the effective degree ``depth``: NaN when the
+    degree is not positive (no decay of the init's part to follow) or no closed form exists."""
+    if not depth > 0:
+        return math.nan, f"no prediction: the effective degree of these parameters is {depth:.4g}"
+    lazy = lazy_decay(config, depth)
+    if lazy.never:
+        said = "never: no decay acts"
+    elif math.isnan(lazy.steps):
+        said = lazy.formula
+    elif math.isinf(lazy.steps):
+        said = f"not within the run: the schedule ends with memory {lazy.memory_left:.3g}"
+    else:
+        said = f"forgotten at step {lazy.steps:g}"
+    law = (
+        f"m(x) = f0(x) - K_xX K^-1 f0(X) kept by gradient flow; decay over the {config.schedule} "
+        f"schedule with depth {depth:.4g} (homogeneity_degree): {lazy.formula}; {said}"
+    )
+    return lazy.steps, law
+
+
 def predict_groups(
     config: RunConfig,
     *,
@@ -128,15 +194,17 @@ def predict_groups(
     probe_size: int = 16,
     data=None,
     memory_cache: dict | None = None,
+    probe_cache: dict | None = None,
 ) -> GroupPredictions:
     """The table of the module docstring for ``config``'s model and pipeline, alpha (default the
     config's; 2 when that is 1) against 1. ``probe_size`` training and test images (from ``data``,
     the config's splits, read if not given) feed the NTK of (P2). ``memory_cache``: a dict that keeps
     (P2)'s memory fraction per model, init draw and data (:func:`memory_key`), so the pipelines of a
-    sweep that share them compute its NTK once."""
+    sweep that share them compute its NTK once (the entry: the fraction and (P2)'s effective degree); ``probe_cache`` the same for P1's probes of G
+    (:func:`initmem.bridge.probe.probe_key`)."""
     # torch (the model, the data) and the theory's tables: loaded on first use
     from initmem.empirical.data import load_splits
-    from initmem.empirical.models import default_model, parameter_groups
+    from initmem.empirical.models import check_alpha_groups, default_model, parameter_groups
     from initmem.theory.forgetting import predict_forgetting
 
     config.validate()
@@ -144,6 +212,8 @@ def predict_groups(
     if alpha == 1.0:
         alpha = 2.0
     model = default_model(config)
+    if not config.allow_empty_alpha_groups:  # the trainer's check, before any run trains
+        check_alpha_groups(model, config)
     groups = parameter_groups(model)
     params = dict(model.named_parameters())
     invariant, head = groups["scale_invariant"], groups["head"]
@@ -155,7 +225,7 @@ def predict_groups(
     x_test = data.test.images[:probe_size].double()
     epochs = config.steps_per_epoch
 
-    def row(group, names, mechanism, steps, law, memory=math.nan):
+    def row(group, names, mechanism, steps, law, memory=math.nan, end=math.nan, g="none"):
         return {
             "group": group,
             "parameters": int(sum(params[n].numel() for n in names)),
@@ -165,18 +235,23 @@ def predict_groups(
             "epochs": steps / epochs if np.isfinite(steps) else steps,
             "memory_fraction": memory,
             "law": law,
+            "memory_end": end,
+            "g_source": g,
         }
 
     table = []
     if invariant:
-        line = report.table.set_index("mechanism").loc["pipeline"]
+        law = law_forgetting(config, [1.0, alpha], cache=probe_cache)
         table.append(
             row(
                 "scale_invariant",
                 invariant,
                 "normalized-weight laws (P1)",
-                float(line["steps"]),
-                str(line["formula"]),
+                float(law["forgetting_steps"]),
+                f"the {config.optimizer} law per layer with G probed at alpha {alpha:g} and 1, "
+                f"layer mean, {law['state']} (theory.criterion)",
+                end=float(law["memory_end"]),
+                g=str(law["g_source"]),
             )
         )
     else:
@@ -201,37 +276,20 @@ def predict_groups(
     )
     key = memory_key(config, probe_size)
     if memory_cache is not None and key in memory_cache:
-        memory = memory_cache[key]
-    else:
-        memory = memory_fraction(model, other, x_train, x_test)  # draws no random numbers
+        memory, depth = memory_cache[key]
+    else:  # neither draws random numbers
+        memory = memory_fraction(model, other, x_train, x_test)
+        depth = lazy_degree(model, other, x_test)
         if memory_cache is not None:
-            memory_cache[key] = memory
-    table.append(
-        row(
-            "other",
-            other,
-            "lazy (NTK) memory term (P2)",
-            lazy_decay_steps(config),
-            "m(x) = f0(x) - K_xX K^-1 f0(X) kept by gradient flow; e-fold 1/(lr (l2/(1-mu) + wd))",
-            memory,
-        )
-    )
+            memory_cache[key] = (memory, depth)
+    steps, law = _lazy_row_law(config, depth)
+    table.append(row("other", other, "lazy (NTK) memory term (P2)", steps, law, memory))
     return GroupPredictions(alpha, config.hash, pd.DataFrame(table))
 
 
-#: Config fields that (P2)'s memory fraction depends on: the model, its init draw and the probe data
+#: Config fields that (P2)'s memory fraction and effective degree depend on: the model, its init draw and the probe data
 #: (the NTK is taken at the default init, before alpha; the pipeline does not enter it).
-MEMORY_FIELDS = (
-    "model",
-    "width",
-    "seed",
-    "dataset",
-    "data_dir",
-    "train_size",
-    "val_size",
-    "test_size",
-    "split_seed",
-)
+MEMORY_FIELDS = DRAW_FIELDS
 
 
 def memory_key(config: RunConfig, probe_size: int) -> tuple:
@@ -240,23 +298,85 @@ def memory_key(config: RunConfig, probe_size: int) -> tuple:
     return (*(str(values.get(name)) for name in MEMORY_FIELDS), probe_size)
 
 
-def write_predictions(config: RunConfig, folder: str | Path, **kwargs) -> Path:
+def write_predictions(
+    config: RunConfig, folder: str | Path, *, clock: dict | None = None, **kwargs
+) -> Path:
     """Write ``predictions.csv`` (the table of :func:`predict_groups`) and ``predictions.json`` (alpha,
-    the config's hash and every field) into ``folder``, before training: the pre-registered
-    predictions. Returns the CSV's path."""
+    the config's hash and every field, and ``written_at``, UTC) into ``folder``: pre-registered
+    predictions when written before training. ``clock``: what a sweep knew of its runs when they
+    were written (:func:`pipeline_clock`: ``runs_started_before``, ``first_run_started_at``),
+    recorded too. Returns the CSV's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     predictions = predict_groups(config, **kwargs)
     path = folder / "predictions.csv"
     predictions.table.to_csv(path, index=False)
     record = {"alpha": predictions.alpha, "hash": predictions.hash, "config": config.to_dict()}
+    record |= {"written_at": utc_now(), **(clock or {})}
     (folder / "predictions.json").write_text(json.dumps(record, indent=2) + "\n")
     return path
 
 
 #: The folder of a sweep's pre-registered predictions, and its index (one row per pipeline).
 PREDICTIONS_FOLDER = "predictions"
-INDEX_COLUMNS = ["pipeline", "variant", "alpha", "hash", "folder", "note"]
+INDEX_COLUMNS = [
+    "pipeline",
+    "variant",
+    "alpha",
+    "hash",
+    "folder",
+    "note",
+    "written_at",
+    "runs_started_before",
+    "first_run_started_at",
+]
+#: The clock columns of the index (absent from an index written before they existed).
+CLOCK_COLUMNS = ("written_at", "runs_started_before", "first_run_started_at")
+
+
+def run_started_at(run_dir: Path) -> str | None:
+    """When a run first started (UTC ISO): its config.json's ``started_at``, else the earliest
+    modification time of its files; None if it never started (no file of a run)."""
+    import datetime
+
+    from initmem.empirical.runfolder import RAW_PREDICTIONS, RUN_FILES
+
+    run_dir = Path(run_dir)
+    try:
+        started = json.loads((run_dir / "config.json").read_text()).get("started_at")
+        if isinstance(started, str):
+            return started
+    except (ValueError, AttributeError, OSError):
+        pass
+    times = [
+        (run_dir / name).stat().st_mtime
+        for name in (*RUN_FILES, RAW_PREDICTIONS)
+        if (run_dir / name).is_file()
+    ]
+    if not times:
+        return None
+    stamp = datetime.datetime.fromtimestamp(min(times), datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pipeline_clock(runs, sweep_dir: str | Path) -> dict:
+    """Of a pipeline's ``runs`` (SweepRuns) in ``sweep_dir``: how many had started
+    (``runs_started_before``) and the first one's start (``first_run_started_at``, None if none)."""
+    starts = [t for run in runs if (t := run_started_at(run.run_dir(sweep_dir))) is not None]
+    return {"runs_started_before": len(starts), "first_run_started_at": min(starts, default=None)}
+
+
+def provenance_label(runs_started_before) -> str:
+    """How a pre-registration is shown: "pre-registered before training" only when no run of its
+    pipeline had started when it was written; "computed after N runs had started" otherwise; and
+    "pre-registered (no clock recorded)" for files written before the clock existed."""
+    try:
+        started = int(runs_started_before)
+    except (TypeError, ValueError):
+        return "pre-registered (no clock recorded)"
+    if started == 0:
+        return "pre-registered before training"
+    return f"computed after {started} run{'s' if started != 1 else ''} had started"
 
 
 @dataclass(frozen=True)
@@ -304,10 +424,12 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
     predictions are already there for the same config hash keeps them (written before its runs
     trained); one whose predictions cannot be computed (no data, a plug-in that fails, a law that
     refuses) gets a note in the index instead. Returns one line per pipeline, for the driver."""
+    from initmem.empirical.tables import pipeline_id  # pandas tables: loaded on first use
+
     root = Path(sweep_dir) / PREDICTIONS_FOLDER
     pipelines = sweep_pipelines(runs)
     folders = prediction_folders(pipelines)
-    rows, lines, cache = [], [], {}
+    rows, lines, cache, probes = [], [], {}, {}
     for p in pipelines:
         folder = root / folders[p.pipeline]
         config = p.config.replace(alpha=p.alpha)
@@ -316,13 +438,31 @@ def preregister_sweep(runs, sweep_dir: str | Path, *, probe_size: int = 16) -> l
         record = folder / "predictions.json"
         kept = record.is_file() and _recorded_hash(record) == config.hash
         if kept:
-            lines.append(f"predictions kept (written before training): {folder}")
+            row |= _recorded_clock(record)
+            label = provenance_label(row["runs_started_before"])
+            lines.append(f"predictions kept ({label}): {folder}")
         else:
+            mine = [r for r in runs if pipeline_id(r.config.to_dict()) == p.pipeline]
+            clock = pipeline_clock(mine, sweep_dir)
             try:
                 with warnings.catch_warnings():  # the laws' range caveats: in the table's law
                     warnings.simplefilter("ignore")
-                    write_predictions(config, folder, probe_size=probe_size, memory_cache=cache)
-                lines.append(f"predictions written: {folder / 'predictions.csv'}")
+                    write_predictions(
+                        config, folder, clock=clock, probe_size=probe_size, memory_cache=cache,
+                        probe_cache=probes,
+                    )  # fmt: skip
+                row |= _recorded_clock(record)
+                line = f"predictions written: {folder / 'predictions.csv'}"
+                if clock["runs_started_before"]:
+                    line += (
+                        f" ({provenance_label(clock['runs_started_before'])}: not pre-registered)"
+                    )
+                lines.append(line)
+            except (PluginError, ConfigError) as err:  # every run would fail on it: stop now
+                raise type(err)(
+                    f"{' '.join(str(err).split())} (pipeline {p.variant}, found while writing its "
+                    "predictions; no run was started)"
+                ) from None
             except Exception as err:  # any failure of the model, data or laws: a note, not a stop
                 row["note"] = f"not computed: {type(err).__name__}: {' '.join(str(err).split())}"
                 lines.append(f"note: predictions for {p.variant} {row['note']}")
@@ -340,26 +480,65 @@ def _recorded_hash(path: Path) -> str | None:
         return None
 
 
+def _recorded_clock(path: Path) -> dict:
+    """The clock a ``predictions.json`` records (:data:`CLOCK_COLUMNS`; None where it has none)."""
+    try:
+        record = json.loads(path.read_text())
+    except (ValueError, OSError):
+        record = {}
+    record = record if isinstance(record, dict) else {}
+    return {k: record.get(k) for k in CLOCK_COLUMNS}
+
+
 def read_sweep_predictions(sweep_dir: str | Path) -> pd.DataFrame:
     """The pre-registered predictions of a sweep folder, one row per (pipeline, group): the index's
     columns and the table's (``group``, ``mechanism``, ``steps``, ``epochs``, ``memory_fraction``,
-    ``law``, ``parameters``); empty when the folder has none."""
+    ``law``, ``parameters``, ``memory_end``, ``g_source``: absent from files written before it),
+    and ``provenance`` (:func:`provenance_label`); empty when the folder has none. An index without
+    a column (written by an older initmem, or edited) reads it as empty; a damaged table raises
+    :class:`~initmem.empirical.runfolder.DamagedFileError` naming it."""
+    from initmem.empirical.runfolder import DamagedFileError
+
     root = Path(sweep_dir) / PREDICTIONS_FOLDER
     if not (root / "index.csv").is_file():
         return pd.DataFrame()
-    index = pd.read_csv(root / "index.csv", dtype={"pipeline": str, "hash": str, "note": str})
+    fix = "remove the predictions folder (rm -r {}) and rerun `initmem sweep run` to write it again"
+    try:
+        index = pd.read_csv(root / "index.csv", dtype={"pipeline": str, "hash": str, "note": str})
+    except (ValueError, UnicodeDecodeError) as err:  # empty, or not CSV
+        problem = " ".join(str(err).split())
+        raise DamagedFileError(root / "index.csv", problem, fix.format(root)) from None
+    for column in INDEX_COLUMNS:
+        if column not in index.columns:
+            if column in ("pipeline", "folder"):
+                raise DamagedFileError(
+                    root / "index.csv", f"has no {column} column", fix.format(root)
+                )
+            index[column] = None
     index["note"] = index["note"].fillna("")
     frames = []
     for row in index.to_dict("records"):
         path = root / str(row["folder"]) / "predictions.csv"
         if row["note"] or not path.is_file():
             continue
-        table = pd.read_csv(path)
-        frames.append(table.assign(**{k: row[k] for k in ("pipeline", "variant", "alpha", "hash")}))
+        try:
+            table = pd.read_csv(path)
+        except (ValueError, UnicodeDecodeError) as err:  # 0 bytes, garbage
+            raise DamagedFileError(path, " ".join(str(err).split()), fix.format(root)) from None
+        if not {"group", "mechanism"} <= set(table.columns):
+            raise DamagedFileError(path, "has no group and mechanism columns", fix.format(root))
+        keep = ("pipeline", "variant", "alpha", "hash", *CLOCK_COLUMNS)
+        frames.append(
+            table.assign(
+                **{k: row[k] for k in keep},
+                provenance=provenance_label(row["runs_started_before"]),
+            )
+        )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 __all__ = [
+    "CLOCK_COLUMNS",
     "GroupPredictions",
     "INDEX_COLUMNS",
     "MEMORY_FIELDS",
@@ -370,10 +549,14 @@ __all__ = [
     "preregister_sweep",
     "read_sweep_predictions",
     "sweep_pipelines",
-    "lazy_decay_steps",
+    "lazy_decay",
+    "lazy_degree",
     "memory_key",
     "memory_fraction",
+    "pipeline_clock",
     "pipeline_of",
+    "provenance_label",
+    "run_started_at",
     "predict_groups",
     "write_predictions",
 ]

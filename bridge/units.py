@@ -25,7 +25,7 @@ from initmem.empirical import tables
 from initmem.empirical.config import RunConfig
 from initmem.empirical.shapes import RESNETS, expected_inv_init_sq_per_coord
 from initmem.theory import units as theory_units
-from initmem.theory.criterion import FORGETTING
+from initmem.theory.criterion import FORGETTING, decide
 
 #: Candidate units of forgetting (the one definition: :mod:`initmem.theory.units`).
 UNITS = theory_units.UNITS
@@ -213,30 +213,52 @@ def init_inv_norm_sq(config) -> float:
 
 def config_units(config, inv_init_sq_per_coord: float) -> dict[str, float]:
     """Every unit accumulated over the whole run of ``config`` (RunConfig): the totals of
-    :func:`run_unit_increments` (which feeds the theory's one definition)."""
+    :func:`run_unit_increments` (which feeds the theory's one definition); NaN where a unit is
+    undefined (``adam`` without ``inv_init_sq_per_coord``), never a silent 0."""
     increments = run_unit_increments(config, inv_init_sq_per_coord)
-    return {k: float(v) for k, v in increments.sum().items()}
+    return {k: float(v) for k, v in increments.sum(skipna=False).items()}
+
+
+#: The design's state of a pipeline whose model has no scale-invariant weight (no norm memory).
+NO_NORM_MEMORY = "no scale-invariant weights"
 
 
 def predicted_forgetting(config: RunConfig, alphas, inv_init_sq_per_coord: float) -> dict:
     """The design's prediction for one pipeline, by the accumulated unit's norm law
     (:func:`initmem.theory.units.accumulated_norm_memory`) fed with the run's per-step increments:
     ``memory_end`` (norm memory of the largest against the smallest of ``alphas`` at the end of the
-    run) and ``forgetting_steps`` / ``forgetting_epochs`` until it is at or below 1/e (``inf``:
-    censored, not forgotten within the run). NaN everywhere for fewer than two alphas."""
+    run), ``state`` and ``forgetting_steps`` / ``forgetting_epochs`` by the one decision
+    (:func:`initmem.theory.criterion.decide` on the law's curve, one point per step: ``inf`` when not
+    forgotten within the run). NaN (and no state) for fewer than two alphas; NaN with the state
+    :data:`NO_NORM_MEMORY` for a model without scale-invariant weights (``inv_init_sq_per_coord``
+    NaN: no norm memory, so no law for it)."""
+    keys = ("memory_end", "forgetting_steps", "forgetting_epochs")
     alphas = sorted(set(float(a) for a in alphas))
     if len(alphas) < 2:
-        return dict.fromkeys(("memory_end", "forgetting_steps", "forgetting_epochs"), math.nan)
+        return dict.fromkeys(keys, math.nan) | {"state": ""}
+    if not np.isfinite(inv_init_sq_per_coord):
+        return dict.fromkeys(keys, math.nan) | {"state": NO_NORM_MEMORY}
     increments = run_unit_increments(config, inv_init_sq_per_coord)
     noise = increments[theory_units.noise_unit(config.optimizer)].to_numpy()
     memory = theory_units.accumulated_norm_memory(
         increments["explicit"].to_numpy(), noise, alpha=alphas[-1], reference=alphas[0]
     )
-    steps = theory_units.forgetting_step(memory)
+    if memory.size == 0:
+        return dict.fromkeys(keys[1:], math.inf) | {"memory_end": 1.0, "state": "not forgotten"}
+    return law_decision(np.arange(1, memory.size + 1), memory, config.steps_per_epoch)
+
+
+def law_decision(steps, memory, steps_per_epoch: int) -> dict:
+    """A law's noise-free memory curve decided by the one rule (:func:`initmem.theory.criterion.decide`):
+    ``memory_end``, ``forgetting_steps`` (``inf``: not within the run), ``forgetting_epochs`` and
+    ``state``."""
+    decision = decide(steps, memory)
+    step = decision.step if decision.forgotten else math.inf
     return {
-        "memory_end": float(memory[-1]) if memory.size else 1.0,
-        "forgetting_steps": steps,
-        "forgetting_epochs": steps / config.steps_per_epoch,
+        "memory_end": decision.memory_end,
+        "forgetting_steps": step,
+        "forgetting_epochs": step / steps_per_epoch,
+        "state": decision.state,
     }
 
 
@@ -364,12 +386,21 @@ def format_design(table: pd.DataFrame) -> str:
     """The design as text: one line per pipeline (its units and the predicted norm memory at the end
     and forgetting time, :func:`predicted_forgetting`), then r of ln(epochs) and ln(accumulated) and
     the counts of :func:`design_counts`."""
+    law = "law_memory_end" in table
     lines = [
         "design in units of forgetting (totals over each run; theory.units); m_end: the norm memory "
-        "at the end by the accumulated unit's norm law (theory.units (U1)-(U2)),",
-        f"forgotten: the epoch that law reaches {FORGETTING.name}; censored: not within the run:",
+        "at the end by the accumulated unit's norm law (theory.units (U1)-(U2); g_source: none, a "
+        "G-free proxy),",
+        f"forgotten: the epoch that law reaches {FORGETTING.name}; censored: not within the run"
+        + (
+            "; law_m_end / law_forgot: the normalized-weight laws with the gradient scale G probed "
+            "at each alpha (bridge.probe), the one decision of theory.criterion:"
+            if law
+            else ":"
+        ),
         f"  {'variant':<22} {'alphas':<8} {'epochs':>6} {'steps':>6} {'accumulated':>11} "
-        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten':>9}",
+        f"{'explicit':>9} {'sgd_noise':>9} {'adam':>9} {'m_end':>6} {'forgotten':>9}"
+        + (f" {'law_m_end':>9} {'law_forgot':>10}" if law else ""),
     ]
     for _, row in table.iterrows():
         lines.append(
@@ -377,7 +408,13 @@ def format_design(table: pd.DataFrame) -> str:
             f"{row['epochs']:>6.0f} {row['steps']:>6.0f} {row['accumulated']:>11.3g} "
             f"{row['explicit']:>9.3g} {row['sgd_noise']:>9.3g} {row['adam']:>9.3g} "
             f"{_memory_text(row['predicted_memory_end']):>6} "
-            f"{_time_text(row['predicted_forgetting_epochs']):>9}"
+            f"{_time_text(row['predicted_forgetting_epochs'], row.get('predicted_state', '')):>9}"
+            + (
+                f" {_memory_text(row['law_memory_end']):>9} "
+                f"{_time_text(row['law_forgetting_epochs'], row['law_state']):>10}"
+                if law
+                else ""
+            )
         )
     corr = design_correlation(table)
     lines.append(
@@ -396,6 +433,15 @@ def format_design(table: pd.DataFrame) -> str:
         f"predicted to forget by e within the run: {counts['forget']} of {counts['n']} "
         f"(predicted censored: {counts['censored']})",
     ]
+    if law:
+        sources = ", ".join(dict.fromkeys(str(v) for v in table["law_g_source"]))
+        lines.append(f"law g_source: {sources}")
+    if "predicted_state" in table and (table["predicted_state"] == NO_NORM_MEMORY).any():
+        models = (table["predicted_state"] == NO_NORM_MEMORY).sum()
+        lines.append(
+            f"m_end '-': {models} pipelines train a model with {NO_NORM_MEMORY} (no norm memory, "
+            "so no norm law: their pre-registered predictions are per parameter group)"
+        )
     return "\n".join(lines)
 
 
@@ -403,7 +449,9 @@ def _memory_text(value: float) -> str:
     return "-" if not np.isfinite(value) else f"{value:.2f}"
 
 
-def _time_text(epochs: float) -> str:
+def _time_text(epochs: float, state: str = "") -> str:
+    if state == "reversed":
+        return "reversed"
     if np.isnan(epochs):
         return "-"
     return "censored" if np.isinf(epochs) else f"{epochs:.1f}"
@@ -426,8 +474,10 @@ __all__ = [
     "init_inv_norm_sq",
     "init_norms",
     "init_scale",
+    "law_decision",
     "phase_boundary",
     "predicted_forgetting",
+    "NO_NORM_MEMORY",
     "run_config",
     "run_unit_increments",
     "step_lrs",

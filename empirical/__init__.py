@@ -5,7 +5,7 @@
 do not import torch; ``docs/architecture.md`` maps the modules.
 """
 
-import importlib
+from initmem.lazy import lazy_names
 
 #: Public name -> the module of this package that defines it.
 _HOMES = {
@@ -46,15 +46,4 @@ _HOMES = {
 }
 
 __all__ = sorted(_HOMES, key=str.lower)
-
-
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

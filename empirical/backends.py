@@ -90,6 +90,7 @@ def run_local(
     workers = min(workers, len(tasks))
     queue = deque(tasks)
     context = multiprocessing.get_context("spawn")
+    pools_without_start = 0  # pools in a row that broke before any worker took a run
     while queue:
         slots = context.Queue()
         for slot in range(workers):
@@ -102,6 +103,7 @@ def run_local(
         )
         in_flight: dict[Any, tuple[dict[str, Any], float]] = {}
         broken = False
+        opened, anything_done = time.time(), False
         try:
             while (queue or in_flight) and not broken:
                 while queue and len(in_flight) < workers * (1 + PREFETCH_PER_WORKER):
@@ -111,7 +113,9 @@ def run_local(
                 for future in finished:
                     task, submitted = in_flight.pop(future)
                     try:
-                        yield from future.result()
+                        outcomes = future.result()
+                        anything_done = True
+                        yield from outcomes
                     except BrokenProcessPool:
                         broken = True
                         in_flight[future] = (task, submitted)  # sorted out below
@@ -120,6 +124,18 @@ def run_local(
             # A broken pool ends every run in flight: the ones a worker had started fail, the ones
             # still queued go back to the front of the queue for the next pool, in their order.
             unstarted = []
+            started_any = anything_done or any(
+                _started_since(task, opened) for task, _ in in_flight.values()
+            )
+            pools_without_start = 0 if started_any or not broken else pools_without_start + 1
+            if pools_without_start >= WORKER_START_ATTEMPTS:
+                raise WorkerStartError(
+                    f"the sweep's worker processes died {pools_without_start} times before taking "
+                    "any run: a worker re-imports the script that started the sweep, so a script "
+                    'that calls run_sweep must do it under `if __name__ == "__main__":` (see '
+                    'README, "Sweeps from a script"); else a worker fails on import (run one run with `initmem '
+                    "train` to see why)"
+                )
             for future, (task, submitted) in in_flight.items():
                 future.cancel()
                 if _started_since(task, submitted):
@@ -134,6 +150,15 @@ def run_local(
             pool.shutdown(wait=not broken, cancel_futures=True)
             slots.close()
 
+
+class WorkerStartError(RuntimeError):
+    """The local backend's workers die before any of them takes a run, pool after pool."""
+
+
+#: Fresh pools in a row whose workers die before taking any run, after which the local backend
+#: stops (:class:`WorkerStartError`) instead of starting another: without it a script lacking the
+#: ``if __name__ == "__main__":`` guard restarts its workers forever.
+WORKER_START_ATTEMPTS = 3
 
 #: Runs queued per worker of the local backend beyond the one it trains: the worker picks the next
 #: one up as soon as it finishes, instead of after a round trip through the driver (BENCHMARKS.md,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .plugins import PLUGIN_PATTERN
+from .provenance import plugin_sources
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -63,6 +64,7 @@ NON_HASHED_FIELDS = (
     "checkpoint_every",
     "eval_batch_size",
     "threads",
+    "allow_empty_alpha_groups",
 )
 #: Seeds (``seed``, ``split_seed``) lie in ``0 <= seed < SEED_LIMIT`` (what every RNG we seed accepts).
 SEED_LIMIT = 2**32
@@ -102,7 +104,7 @@ class RunConfig:
     ``betas`` and ``eps`` for Adam-family and RMSprop (``betas[1]`` is RMSprop's smoothing constant).
 
     Schedule: ``schedule`` in :data:`SCHEDULES` over the whole run, ``warmup_epochs`` of linear warmup,
-    ``step_milestones`` (epochs) and ``step_gamma`` for the step schedule. Length: ``epochs``, or
+    ``milestone_epochs`` (epochs from the start of the run) and ``step_gamma`` for the step schedule. Length: ``epochs``, or
     ``steps`` (optimizer steps; overrides ``epochs`` when set). One epoch is ``train_size // batch_size``
     steps (the last partial batch is dropped).
 
@@ -120,6 +122,10 @@ class RunConfig:
     ``threads`` fixes it.
 
     Output: ``out_dir`` the run folder; ``quiet`` no progress bar.
+
+    Checks: ``allow_empty_alpha_groups`` lets a group of ``alpha_groups`` hold no parameter of the
+    model (alpha then does nothing there); by default that is an error naming the group and the
+    model (:func:`~.models.build_model`). Not hashed.
     """
 
     dataset: str = "fashion-mnist"
@@ -145,7 +151,7 @@ class RunConfig:
     steps: int | None = None
     schedule: str = "constant"
     warmup_epochs: float = 0.0
-    step_milestones: tuple[int, ...] = ()
+    milestone_epochs: tuple[int, ...] = ()
     step_gamma: float = 0.1
     augment: bool = True
     seed: int = 0
@@ -163,6 +169,8 @@ class RunConfig:
     threads: int | None = None
     out_dir: str = "runs/run"
     quiet: bool = False
+    # ---- reliability (issue 37): not hashed, it changes no number
+    allow_empty_alpha_groups: bool = False
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -205,8 +213,9 @@ class RunConfig:
 
     @property
     def hash(self) -> str:
-        """Content hash (16 hex digits) of the fields that change the numbers."""
-        return config_hash(self.to_dict())
+        """Content hash (16 hex digits) of the fields that change the numbers, and of the source of
+        any plug-in the config names (:func:`identity`)."""
+        return config_hash(identity(self.to_dict()))
 
     # ---------------------------------------------------------------- derived sizes
     @property
@@ -250,7 +259,7 @@ class RunConfig:
             self.steps_per_epoch,
             self.schedule,
             warmup_epochs=self.warmup_epochs,
-            step_milestones=self.step_milestones,
+            milestone_epochs=self.milestone_epochs,
             step_gamma=self.step_gamma,
         )
 
@@ -358,13 +367,13 @@ class RunConfig:
                 self.total_steps / self.steps_per_epoch,
                 self.schedule,
                 self.warmup_epochs,
-                self.step_milestones,
+                self.milestone_epochs,
             )
         except ValueError as err:
             raise ConfigError(" ".join(str(err).split())) from None
-        if self.step_milestones and self.schedule != "step":
+        if self.milestone_epochs and self.schedule != "step":
             raise ConfigError(
-                f"step_milestones {list(self.step_milestones)} need schedule = 'step' "
+                f"milestone_epochs {list(self.milestone_epochs)} need schedule = 'step' "
                 f"(got schedule = {self.schedule!r}); set schedule = 'step' or drop the milestones"
             )
         return self
@@ -382,6 +391,16 @@ def config_hash(values: dict[str, Any]) -> str:
     payload = {k: v for k, v in sorted(values.items()) if k not in NON_HASHED_FIELDS}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -------------------------------------------------------------------- run identity (provenance)
+def identity(values: dict[str, Any]) -> dict[str, Any]:
+    """What a run's hash is taken of: the config dict ``values``, plus, when it names a plug-in model
+    or data set, the SHA-256 of each plug-in's source file under ``plugin_sources``
+    (:func:`~.provenance.plugin_sources`): an edited plug-in makes another run. A config of built-in
+    names is returned as it is, so its hash is the one it always had."""
+    sources = plugin_sources(values)
+    return values | {"plugin_sources": sources} if sources else values
 
 
 def unknown_field_message(key: str, where: str = "") -> str:
@@ -524,6 +543,7 @@ __all__ = [
     "SEED_LIMIT",
     "TRAIN_POOL_SIZES",
     "config_hash",
+    "identity",
     "load_toml",
     "parse_overrides",
     "unknown_field_message",

@@ -17,6 +17,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from initmem.theory.criterion import combine_layers
+
 from . import tables
 
 #: Name of the layer-averaged norm memory of every scaled scale-invariant layer of a pipeline.
@@ -34,6 +36,12 @@ class MemoryDataError(ValueError):
 
 
 # ----------------------------------------------------------------------------------- norm memory
+def _layer_mean(memory: pd.Series) -> float:
+    """The layers' memories combined by the one rule (:data:`initmem.theory.criterion.LAYER_RULE`:
+    the mean; NaN when any layer is NaN, never skipped)."""
+    return float(combine_layers(memory.to_numpy(dtype=np.float64)))
+
+
 def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
     """Norm memory of every scaled layer, per pipeline, seed and evaluation (tidy).
 
@@ -44,7 +52,7 @@ def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame
     Columns: ``pipeline``, ``seed``, ``layer``, ``scale_invariant``, ``epoch``, ``step``, ``alpha_lo``,
     ``alpha_hi``, ``log_ratio`` (``log |w|_hi / |w|_lo``), ``memory`` (log_ratio over its init value).
     Adds, per pipeline and seed, the layer :data:`SCALE_INVARIANT_MEAN`: the mean memory of the scaled
-    scale-invariant layers.
+    scale-invariant layers (:data:`initmem.theory.criterion.LAYER_RULE`; NaN where one is NaN).
     """
     needed = {"hash", "epoch", "layer", "weight_norm"}
     if layers.empty or not needed <= set(layers.columns):
@@ -96,7 +104,7 @@ def norm_memory_curves(runs: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame
                 .agg(
                     step=("step", "first"),
                     log_ratio=("log_ratio", "mean"),
-                    memory=("memory", "mean"),
+                    memory=("memory", _layer_mean),
                 )
                 .reset_index()
             )
@@ -143,7 +151,7 @@ def spread_curves(
     """Test-accuracy spread across alphas at every evaluation, per pipeline (percentage points).
 
     Definition M2 of :mod:`initmem.empirical.memory` at each evaluation, over every finished run
-    (the unit decision takes M1's seeds: :func:`initmem.bridge.stats.memory_cubes`).
+    (the unit decision takes M1's seeds: :func:`initmem.bridge.unit_decision.memory_cubes`).
 
     The spread is max minus min over alphas of the seed-mean test accuracy. Columns: ``pipeline``,
     ``epoch``, ``step``, ``spread_pp``, ``n_alphas``. ``acc``: :func:`accuracy_curves` of the runs,

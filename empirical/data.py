@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from .config import DATASETS, TEST_POOL_SIZES, RunConfig
-from .plugins import PluginError, is_plugin, resolve_plugin
+from .plugins import PluginError, call_plugin, is_plugin, resolve_plugin
 from .shapes import NUM_CLASSES
 
 #: Where the Debian package ``dataset-fashion-mnist`` puts the IDX files.
@@ -264,7 +264,7 @@ def plugin_pools(config: RunConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         return pools
     function = resolve_plugin(config.dataset, "dataset")
     with torch.device("cpu"):  # a caller building a model on the meta device still reads real data
-        returned = function(config)
+        returned = call_plugin(function, config, "dataset")
     where = f"dataset = {config.dataset!r}"
     if not (isinstance(returned, tuple | list) and len(returned) == 4):
         raise PluginError(f"{where} must return (train_x, train_y, test_x, test_y)")
@@ -296,6 +296,13 @@ def _checked_pools(where: str, arrays: list[np.ndarray], needed: int) -> tuple:
         raise PluginError(
             f"{where}: the training pool holds {len(arrays[1])} images, fewer than train_size + "
             f"val_size = {needed}"
+        )
+    if len(arrays[3]) == 0:
+        raise PluginError(f"{where}: test_y is empty; the test pool must hold at least one image")
+    if len(classes := np.unique(arrays[1])) < 2:
+        raise PluginError(
+            f"{where}: train_y holds one class ({classes.tolist()}); a data set needs at least 2 "
+            "classes (a one-class set trains to a trivial accuracy of 1)"
         )
     out = [arrays[0], arrays[1].astype(np.int64), arrays[2], arrays[3].astype(np.int64)]
     for array in out:

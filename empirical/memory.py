@@ -60,12 +60,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from initmem.deprecation import moved
-from initmem.theory.criterion import FORGETTING
+from initmem.theory.criterion import FORGETTING, interval_state
 
 from . import tables
 from .curves import SCALE_INVARIANT_MEAN
-from .deprecated import DEPRECATED
 
 #: A memory whose permutation p-value is below this counts as above its noise floor (M2).
 ALPHA_LEVEL = 0.05
@@ -119,7 +117,7 @@ def bootstrap_spread(
     moved away from the observed spread ``s`` by ``c = t_{n-1}((1 + confidence)/2) /
     z((1 + confidence)/2)`` (n the fewest seeds of an alpha), the low end kept >= 0:
     ``[max(0, s - c (s - low)), s + c (high - s)]``; ``c`` is 6.5 for 2 seeds, 1.42 for 5, 1.003 for
-    400. On synthetic sweeps with a known spread (:mod:`initmem.bridge.calibrate`) the plain
+    400. On synthetic sweeps with a known spread (:mod:`initmem.bridge.study.calibrate`) the plain
     percentile interval covered it in about 80% of replicas with 2 seeds; the expanded one in 97-99.7%
     with 2 or 5 seeds (``docs/unit-of-forgetting.md``).
     """
@@ -393,20 +391,27 @@ def norm_memory_end(norm_curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+#: What each state of :func:`initmem.theory.criterion.interval_state` says of the norm memory.
+NORM_STATE_SENTENCES = {
+    "forgotten": "the effective learning rates of the alphas converged",
+    "kept": "the effective learning rates of the alphas stayed apart",
+    "reversed": "the effective learning rates of the alphas crossed: their order is reversed (not "
+    "forgotten)",
+    "cannot tell": "cannot tell at this size whether the effective learning rates converged",
+    "undefined": "the norm memory is undefined (NaN)",
+}
+
+
 def norm_sentences(table: pd.DataFrame) -> list[str]:
-    """One sentence per pipeline of :func:`norm_memory_end` (M4): converged, stayed apart, or cannot
-    tell (the interval against :data:`FORGOTTEN_LEVEL`)."""
+    """One sentence per pipeline of :func:`norm_memory_end` (M4): converged, stayed apart, reversed
+    or cannot tell, by the one rule (:func:`initmem.theory.criterion.interval_state`: the interval
+    against :data:`FORGOTTEN_LEVEL` and 0)."""
     lines = []
     for _, row in table.iterrows():
         numbers = f"norm memory at the end {row['memory_end']:.2f}"
         if np.isfinite(row["lo"]):
             numbers += f" [95% {row['lo']:.2f}, {row['hi']:.2f}], {row['n_seeds']} seeds"
-        if np.isfinite(row["hi"]) and row["hi"] < FORGOTTEN_LEVEL:
-            state = "the effective learning rates of the alphas converged"
-        elif np.isfinite(row["lo"]) and row["lo"] > FORGOTTEN_LEVEL:
-            state = "the effective learning rates of the alphas stayed apart"
-        else:
-            state = "cannot tell at this size whether the effective learning rates converged"
+        state = NORM_STATE_SENTENCES[interval_state(row["memory_end"], row["lo"], row["hi"])]
         lines.append(f"{row['label']}: {state} ({numbers}; converged means {FORGETTING.name}).")
     return lines
 
@@ -580,11 +585,6 @@ def spread_table(
     dis = ("disagreement", "seed_disagreement", "excess", "excess_lo", "excess_hi")
     columns = [c for c in SPREAD_COLUMNS if with_disagreement or c not in dis]
     return pd.DataFrame(rows).reindex(columns=columns)  # every column, NaN where undefined
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.empirical.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

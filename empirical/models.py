@@ -41,9 +41,9 @@ import torch
 from torch import nn
 
 from .architectures import ARCHITECTURES
-from .config import ALPHA_GROUPS, RunConfig
+from .config import ALPHA_GROUPS, ConfigError, RunConfig
 from .data import num_classes
-from .plugins import PluginError, is_plugin, resolve_plugin
+from .plugins import PluginError, call_plugin, is_plugin, resolve_plugin
 from .shapes import NUM_CLASSES, scaled_channels
 
 #: Page's fixed logit scale for ResNet-9.
@@ -170,7 +170,7 @@ def default_model(config: RunConfig) -> nn.Module:
         builder = resolve_plugin(config.model, "model")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
-            model = builder(config)
+            model = call_plugin(builder, config, "model")
         if not isinstance(model, nn.Module):
             raise PluginError(
                 f"model = {config.model!r} returned {type(model).__name__}, not a torch.nn.Module"
@@ -183,10 +183,42 @@ def default_model(config: RunConfig) -> nn.Module:
 
 
 def build_model(config: RunConfig) -> nn.Module:
-    """:func:`default_model`, then scaled by ``config.alpha`` on ``config.alpha_groups``."""
+    """:func:`default_model`, then scaled by ``config.alpha`` on ``config.alpha_groups``.
+
+    A group of ``alpha_groups`` that holds no parameter of the model (``norm`` on a model without
+    normalization, ``head`` on one without a linear layer) would leave alpha without effect, silently:
+    that is a :class:`~.config.ConfigError` naming the group and the model, unless
+    ``config.allow_empty_alpha_groups``."""
     model = default_model(config)
+    if not config.allow_empty_alpha_groups:
+        check_alpha_groups(model, config)
     apply_init_scale(model, config.alpha, config.alpha_groups)
     return model
+
+
+def group_sizes(model: nn.Module) -> dict[str, int]:
+    """Parameters (scalars) in each group of :data:`.config.ALPHA_GROUPS` (:func:`parameter_groups`)."""
+    numel = {name: p.numel() for name, p in model.named_parameters()}
+    return {group: sum(numel[n] for n in names) for group, names in parameter_groups(model).items()}
+
+
+def check_alpha_groups(model: nn.Module, config: RunConfig) -> None:
+    """Raise :class:`~.config.ConfigError` if a group of ``config.alpha_groups`` holds no parameter
+    of ``model`` (then alpha would change nothing there)."""
+    sizes = group_sizes(model)
+    if sizes["all"] == 0:
+        raise ConfigError(
+            f"model {config.model!r} has no parameters: there is nothing to train or to scale by "
+            "alpha (does its function return the module it builds, with its layers?)"
+        )
+    empty = [group for group in config.alpha_groups if sizes.get(group, 0) == 0]
+    if empty:
+        held = [g for g in ALPHA_GROUPS if sizes.get(g, 0) > 0]
+        raise ConfigError(
+            f"alpha_groups: group {empty[0]!r} holds no parameter of model {config.model!r}, so "
+            f"alpha = {config.alpha:g} would change nothing there; its non-empty groups are {held} "
+            "(set allow_empty_alpha_groups = true to train anyway)"
+        )
 
 
 # ---------------------------------------------------------------------------------- parameter groups
@@ -389,6 +421,8 @@ __all__ = [
     "Residual",
     "apply_init_scale",
     "build_model",
+    "check_alpha_groups",
+    "group_sizes",
     "default_model",
     "head_module",
     "parameter_groups",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
+from typing import Any
 
 #: ``package.module:function``: dotted module path, one colon, a function name.
 PLUGIN_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
@@ -49,10 +50,29 @@ def resolve_plugin(name: str, field: str) -> Callable:
     module_name, function_name = name.split(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as err:
+    except ModuleNotFoundError as err:
+        if (
+            err.name is not None
+            and err.name != module_name
+            and not module_name.startswith(f"{err.name}.")
+        ):  # the module is there; something it imports is not
+            raise PluginError(
+                f"{field} = {name!r}: module {module_name!r} imports {err.name!r}, which is not "
+                f"installed in the process that trains (pip install it there)"
+            ) from err
         raise PluginError(
             f"{field} = {name!r}: cannot import module {module_name!r} ({err}); is it on the "
             "Python path of the process that trains (PYTHONPATH, an installed package)?"
+        ) from err
+    except SyntaxError as err:
+        raise PluginError(
+            f"{field} = {name!r}: module {module_name!r} has a syntax error ({err.msg}, "
+            f"{err.filename} line {err.lineno})"
+        ) from err
+    except Exception as err:  # noqa: BLE001 - the plug-in's own code raised while it was imported
+        raise PluginError(
+            f"{field} = {name!r}: importing module {module_name!r} raised {type(err).__name__}: "
+            f"{' '.join(str(err).split())[:200]}"
         ) from err
     function = getattr(module, function_name, None)
     if function is None:
@@ -62,4 +82,26 @@ def resolve_plugin(name: str, field: str) -> Callable:
     return function
 
 
-__all__ = ["PLUGIN_PATTERN", "PluginError", "is_plugin", "plugin_problem", "resolve_plugin"]
+def call_plugin(function: Callable, config: Any, field: str) -> Any:
+    """``function(config)``; an exception the plug-in raises becomes a :class:`PluginError` naming the
+    field, the plug-in and the exception, in one line (``--debug`` shows its traceback: the cause)."""
+    try:
+        return function(config)
+    except PluginError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the user's code: named, not a traceback
+        name = getattr(config, field, "?")
+        raise PluginError(
+            f"{field} = {name!r}: the plug-in raised {type(err).__name__}: "
+            f"{' '.join(str(err).split())[:200]}"
+        ) from err
+
+
+__all__ = [
+    "PLUGIN_PATTERN",
+    "PluginError",
+    "call_plugin",
+    "is_plugin",
+    "plugin_problem",
+    "resolve_plugin",
+]

@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import functools
 import itertools
 import json
 import os
@@ -59,7 +58,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from .config import RunConfig
+from .config import RunConfig, config_hash
+from .plugins import is_plugin
+from .provenance import initmem_version, provenance, utc_now
 
 #: Files a run writes (a folder holding any of them already holds a run).
 RUN_FILES = (
@@ -181,6 +182,40 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def completed(
+        cls,
+        run_dir: str | Path,
+        run_hash: str,
+        *,
+        test_acc: float,
+        epochs_run: int,
+        steps_run: int,
+        best_val_acc: float,
+        best_epoch: int | None = None,
+        final_train_acc: float = 1.0,
+        final_test_acc: float | None = None,
+        wall_time: float = 0.0,
+    ) -> RunResult:
+        """The result of a run that finished without diverging (``status`` "completed"): what a
+        synthetic run (written without training) records. ``best_epoch`` defaults to the last epoch
+        and ``final_test_acc`` to ``test_acc`` (the last evaluation selected)."""
+        return cls(
+            status="completed",
+            best_val_acc=float(best_val_acc),
+            test_acc=float(test_acc),
+            best_epoch=int(epochs_run if best_epoch is None else best_epoch),
+            final_train_acc=float(final_train_acc),
+            final_test_acc=float(test_acc if final_test_acc is None else final_test_acc),
+            epochs_run=int(epochs_run),
+            steps_run=int(steps_run),
+            diverged_step=None,
+            reason=None,
+            wall_time=float(wall_time),
+            hash=run_hash,
+            run_dir=str(run_dir),
+        )
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunResult:
@@ -370,8 +405,10 @@ class RunFiles:
         config: RunConfig,
         data_description: dict[str, Any],
         model_description: dict[str, Any] | None = None,
+        device: str = "cpu",
     ) -> None:
-        """Create the folder, write ``config.json``, drop any log or predictions of an older attempt."""
+        """Create the folder, write ``config.json`` (with the run's :func:`~.provenance.provenance`
+        on ``device``), drop any log or predictions of an older attempt."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.clear()
         payload = {
@@ -382,6 +419,8 @@ class RunFiles:
         }
         if model_description is not None:
             payload["model"] = model_description
+        payload["provenance"] = provenance(config.to_dict(), device)
+        payload["started_at"] = utc_now()  # the first start (a resume keeps config.json)
         write_atomic(self.path("config.json"), json.dumps(payload, indent=2) + "\n")
         self._set_records([])
 
@@ -540,16 +579,9 @@ def _write_parquet(columns: dict[str, list], path: Path, run_hash: str | None = 
         pq.write_table(table, fh)
 
 
-@functools.lru_cache(maxsize=1)
 def _version() -> str:
-    """The installed initmem version (looked up once per process: the lookup scans the metadata)."""
-    try:
-        # deferred: only this rarely used path needs it
-        from importlib.metadata import version
-
-        return version("initmem")
-    except Exception:  # not installed (running from a checkout)
-        return "unknown"
+    """The installed initmem version (:func:`~.provenance.initmem_version`)."""
+    return initmem_version()
 
 
 # ====================================================================== reading the logs
@@ -736,6 +768,12 @@ def run_damage(run_dir: str | Path, run_hash: str | None = None) -> str:
                 f"holds the config of run {recorded}, not of {run_hash}",
                 DAMAGED_RUN_FIX.format(run_dir=shlex.quote(str(run_dir))),
             )
+        if (edited := _config_not_its_hash(run_dir / "config.json")) is not None:
+            raise DamagedFileError(
+                run_dir / "config.json",
+                edited,
+                DAMAGED_RUN_FIX.format(run_dir=shlex.quote(str(run_dir))),
+            )
         result = read_result(run_dir)
         if result is None:
             return ""
@@ -749,6 +787,36 @@ def run_damage(run_dir: str | Path, run_hash: str | None = None) -> str:
     except DamagedFileError as err:
         return str(err)
     return ""
+
+
+def _config_not_its_hash(path: Path) -> str | None:
+    """Why a config.json's config does not give its own recorded hash (edited after the run
+    started), or None: the hash of the recorded config, with the plug-in digests its provenance
+    records (:func:`~.config.identity`). Not checked for a plug-in run that records no digest
+    (written before provenance existed)."""
+    try:
+        payload = json.loads(path.read_text())
+        values, recorded = payload["config"], payload["hash"]
+        if not isinstance(values, dict):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: recorded_hash says so
+    plugins = ((payload.get("provenance") or {}).get("plugins")) or {}
+    sources = {f: e.get("sha256") for f, e in plugins.items() if isinstance(e, dict)}
+    user_code = [
+        v
+        for f in ("model", "dataset")
+        if is_plugin(v := values.get(f)) and not v.startswith("torchvision:")
+    ]
+    if user_code and not sources:
+        return None
+    computed = config_hash(values | {"plugin_sources": sources} if sources else values)
+    if computed == recorded:
+        return None
+    return (
+        f"its config gives hash {computed}, not the {recorded} it records (edited after the run "
+        "started?)"
+    )
 
 
 def _check_logs(run_dir: Path, result: dict[str, Any], run_hash: str | None) -> None:

@@ -123,7 +123,7 @@ def sessions_sentence(sessions: list[Session]) -> str:
     when the folder has no record (filled before records were kept)."""
     if not sessions:
         return ""
-    wall = sum(s.wall_s for s in sessions)
+    wall = covered_seconds(sessions)
     trained = sum(s.runs_trained for s in sessions)
     samples = sum(s.load_samples for s in sessions)
     mean = sum(s.load_mean * s.load_samples for s in sessions) / samples
@@ -138,7 +138,34 @@ def sessions_sentence(sessions: list[Session]) -> str:
     )
     if interrupted:
         text += f" {interrupted} of the calls ended early (interrupted or failed) and were resumed."
+    if wall < sum(s.wall_s for s in sessions) - 0.5:
+        text += " Some calls ran at the same time (the time counts their overlap once)."
     return text
 
 
-__all__ = ["SESSIONS_FILE", "Session", "SessionClock", "read_sessions", "sessions_sentence"]
+def covered_seconds(sessions: list[Session]) -> float:
+    """Seconds of wall time the calls cover, their overlaps counted once (two drivers on one folder
+    run at the same time); the plain sum where a start time cannot be read."""
+    try:
+        spans = sorted(
+            (start := datetime.fromisoformat(s.started).timestamp(), start + s.wall_s)
+            for s in sessions
+        )
+    except (TypeError, ValueError):
+        return sum(s.wall_s for s in sessions)
+    total, end = 0.0, -float("inf")
+    for start, stop in spans:
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+__all__ = [
+    "SESSIONS_FILE",
+    "Session",
+    "SessionClock",
+    "covered_seconds",
+    "read_sessions",
+    "sessions_sentence",
+]

@@ -51,6 +51,7 @@ import importlib.resources
 import itertools
 import json
 import math
+import multiprocessing
 import shlex
 import sys
 import warnings
@@ -59,11 +60,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from initmem.deprecation import moved
-
 from . import backends, loggers, runfolder
 from .config import ConfigError, RunConfig, unknown_field_message
-from .deprecated import DEPRECATED
+from .provenance import plugin_sources
 from .sessions import SessionClock
 from .workers import DEFAULT_TRAINER, resolve_trainer
 
@@ -438,23 +437,58 @@ def prepare_sweep(
     """
     runs = spec.expand()
     sweep_dir = Path(sweep_dir)
-    manifest = [{"hash": r.hash, "variant": r.variant, "config": r.config.to_dict()} for r in runs]
-    for entry, run in zip(manifest, runs, strict=True):
-        entry["config"]["out_dir"] = str(run.run_dir(sweep_dir).resolve())
-    manifest_path = sweep_dir / "manifest.json"
-    if manifest_path.exists() and not update:
+    if (sweep_dir / "manifest.json").exists() and not update:
         old = [{"hash": r.hash, "variant": r.variant} for r in read_manifest(sweep_dir)]
         if [(e["hash"], e["variant"]) for e in old] != [(r.hash, r.variant) for r in runs]:
             common = len({e["hash"] for e in old} & {r.hash for r in runs})
+            if (changed := _plugins_changed(sweep_dir, runs)) is not None:
+                raise SweepError(
+                    f"{sweep_dir}: {changed} since its runs were listed, so every run of it is "
+                    "another run now; pass --update (update=True) to train them beside the old ones "
+                    "(report and study then read the new), or restore the plug-in"
+                )
             raise SweepError(
                 f"{sweep_dir} holds a different sweep ({len(old)} runs, {common} in common with this "
                 f"one of {len(runs)}); pass update=True (--update) to replace its manifest, keeping "
                 "finished runs, or choose another output folder"
             )
-    (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
-    runfolder.write_atomic(sweep_dir / "sweep.toml", spec.source or spec.to_toml())
-    runfolder.write_atomic(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    write_sweep_folder(sweep_dir, spec.source or spec.to_toml(), runs)
     return runs
+
+
+def _plugins_changed(sweep_dir: Path, runs: list[SweepRun]) -> str | None:
+    """When the folder's manifest lists the same configs as ``runs`` but under other hashes because
+    a plug-in's source changed: which plug-in (one phrase); else None."""
+    try:
+        listed = json.loads((sweep_dir / "manifest.json").read_text())
+        before = [{k: v for k, v in e["config"].items() if k != "out_dir"} for e in listed]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    now = [{k: v for k, v in r.config.to_dict().items() if k != "out_dir"} for r in runs]
+    if before != now or not runs:
+        return None
+    names = sorted(
+        {r.config.to_dict()[f] for r in runs for f in plugin_sources(r.config.to_dict())}
+    )
+    return f"the source of plug-in {', '.join(names)} changed" if names else None
+
+
+def write_sweep_folder(sweep_dir: str | Path, source: str, runs: list[SweepRun]) -> None:
+    """Write a sweep folder's ``sweep.toml`` (``source``) and ``manifest.json`` (``runs`` in order,
+    each config's ``out_dir`` its run folder), atomically, and create ``runs/``: the one writer of
+    both files (:func:`prepare_sweep`, the synthetic sweeps of ``initmem.bridge.study.synthetic``)."""
+    sweep_dir = Path(sweep_dir)
+    manifest = [
+        {
+            "hash": r.hash,
+            "variant": r.variant,
+            "config": r.config.to_dict() | {"out_dir": str(r.run_dir(sweep_dir).resolve())},
+        }
+        for r in runs
+    ]
+    (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
+    runfolder.write_atomic(sweep_dir / "sweep.toml", source)
+    runfolder.write_atomic(sweep_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
 
 
 def read_manifest(sweep_dir: str | Path) -> list[SweepRun]:
@@ -507,7 +541,9 @@ def _foreign_manifest(sweep_dir: Path, runs: list[SweepRun]) -> str | None:
         expanded = {run.hash for run in spec.iter_runs(progress=False)}
     except (ValueError, OSError):  # a sweep.toml that cannot be read: the manifest stands alone
         return None
-    stray = [run.hash for run in runs if run.hash not in expanded]
+    # each run's hash taken now, as the expansion's: a plug-in edited since the sweep was prepared
+    # changes both alike (the manifest keeps the hashes its runs were trained under)
+    stray = [run.hash for run in runs if run.config.hash not in expanded]
     if not stray:
         return None
     return (
@@ -622,6 +658,14 @@ def pack_tasks(tasks: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
 
 
 # ====================================================================== the driver
+#: Why run_sweep refuses to run inside a worker that is starting (the script has no main guard).
+MAIN_GUARD_MESSAGE = (
+    "run_sweep was called while a sweep worker process was starting: the worker re-imports the "
+    "script that started the sweep, which calls run_sweep again; put the call under "
+    '`if __name__ == "__main__":` (README, "Sweeps from a script")'
+)
+
+
 def run_sweep(
     spec: SweepSpec | str | Path,
     sweep_dir: str | Path,
@@ -651,6 +695,8 @@ def run_sweep(
     the sweep's runs once the folder is prepared and every check has passed, before any run trains
     (``initmem sweep run`` writes the pre-registered predictions there).
     """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SweepError(MAIN_GUARD_MESSAGE)
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_file(spec)
     options = spec.options
@@ -705,6 +751,8 @@ def run_sweep(
         )
         ended_by = "finished"
         return status
+    except backends.WorkerStartError as err:
+        raise SweepError(str(err)) from None
     finally:  # a call that finds every run finished trains nothing and records nothing
         if unfinished or ended_by != "finished":
             clock.stop(sweep_dir, ended_by=ended_by)
@@ -743,6 +791,7 @@ def _run_prepared(
     from tqdm.auto import tqdm  # about 0.1 s; parsing a sweep and its status show no bar
 
     counts = {"diverged": 0, "failed": 0, "locked": 0}
+    logger_errors: list[tuple[str, str]] = []  # (hash, message) of runs whose worker could not log
     by_hash = {r.hash: r for r in runs}
     axes = list(dict.fromkeys([*spec.grid, *(k for v in spec.variants for k in v.grid)]))
     bar = tqdm(
@@ -765,9 +814,12 @@ def _run_prepared(
         ):
             if outcome["status"] in counts:
                 counts[outcome["status"]] += 1
+            if outcome.get("logger_error"):
+                logger_errors.append((outcome["hash"], outcome["logger_error"]))
             if outcome["status"] != "locked":
                 bar.update(1)
-                clock.trained()
+                if not outcome.get("already_finished"):  # another driver's run is not ours
+                    clock.trained()
                 if progress:
                     bar.write(_outcome_line(outcome, by_hash[outcome["hash"]], axes, sweep_dir))
             postfix = {"diverged": counts["diverged"], "failed": counts["failed"]}
@@ -776,6 +828,8 @@ def _run_prepared(
             bar.set_postfix(postfix)
     finally:
         bar.close()
+    if logger is not None:
+        _log_finished_runs(runs, sweep_dir, logger, logger_errors)
     try:
         listed = {run.hash for run in read_manifest(sweep_dir)}
     except (runfolder.DamagedFileError, SweepError):
@@ -789,6 +843,45 @@ def _run_prepared(
             stacklevel=2,
         )
     return sweep_status(sweep_dir, runs)
+
+
+class LoggerWarning(UserWarning):
+    """A sweep's logger could not write some runs' event files."""
+
+
+def _log_finished_runs(
+    runs: list[SweepRun], sweep_dir: str | Path, logger: str, worker_errors: list[tuple[str, str]]
+) -> None:
+    """The logger's files of every finished run that lacks them, written here by the driver (a run
+    finished before the logger was asked for, or whose worker could not log); one
+    :class:`LoggerWarning` names the workers' failures, another the driver's own."""
+    if worker_errors:
+        first_hash, first = worker_errors[0]
+        warnings.warn(
+            f"logger {logger} failed in the workers of {len(worker_errors)} runs (first "
+            f"{first_hash}: {first}); the driver writes their files instead",
+            LoggerWarning,
+            stacklevel=3,
+        )
+    failed = []
+    for run in runs:
+        run_dir = run.run_dir(sweep_dir)
+        if runfolder.run_state(run_dir) not in runfolder.FINISHED_STATES:
+            continue
+        if loggers.event_files(run_dir):
+            continue
+        try:
+            loggers.write_events(run_dir, logger)
+        except Exception as err:  # noqa: BLE001 - the runs are finished; the failure is said once
+            failed.append((run.hash, f"{type(err).__name__}: {' '.join(str(err).split())}"))
+    if failed:
+        warnings.warn(
+            f"logger {logger} could not write the event files of {len(failed)} finished runs "
+            f"(first {failed[0][0]}: {failed[0][1]}); rerun `initmem sweep run` once it works to "
+            "write them",
+            LoggerWarning,
+            stacklevel=3,
+        )
 
 
 def _outcome_line(
@@ -807,11 +900,6 @@ def _outcome_line(
     return line + (f" ({wall:.0f} s)" if isinstance(wall, (int, float)) else "")
 
 
-def __getattr__(name: str) -> Any:
-    """Deprecated names of this module (``initmem.empirical.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
-
-
 __all__ = [
     "BACKENDS",
     "DEFAULT_TRAINER",
@@ -825,6 +913,7 @@ __all__ = [
     "pack_tasks",
     "preset_text",
     "prepare_sweep",
+    "write_sweep_folder",
     "read_manifest",
     "run_sweep",
     "sweep_status",

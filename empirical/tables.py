@@ -15,6 +15,7 @@ here (the memory tables give percent). Example::
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -120,7 +121,60 @@ def load_sweep(sweep_dir: str | Path, manifest: list | None = None) -> pd.DataFr
         if column != "reason":
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     frame.insert(3, "label", pipeline_labels(frame))
+    warn_mixed_data(frame)
     return frame
+
+
+class MixedDataWarning(UserWarning):
+    """Runs of one pipeline trained on different data (their config.json's data fingerprints differ)."""
+
+
+#: Fields of config.json's ``data`` that say where the copy lives, not what it holds.
+DATA_LOCATION_FIELDS = ("source",)
+
+
+def data_fingerprint(run_dir: str | Path) -> str | None:
+    """The data a run trained on, as config.json records it (sizes, mean/std, digests of the split
+    indices and labels; not where the copy lives), as one string; None if it records none."""
+    try:
+        payload = json.loads((Path(run_dir) / "config.json").read_text())
+        data = payload.get("data")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    kept = {k: v for k, v in data.items() if k not in DATA_LOCATION_FIELDS}
+    return json.dumps(kept, sort_keys=True)
+
+
+def warn_mixed_data(runs: pd.DataFrame) -> list[str]:
+    """Name (one :class:`MixedDataWarning` each) the finished runs whose data fingerprint
+    (:func:`data_fingerprint`) differs from the one most runs of their pipeline share: a plug-in
+    whose data differs between calls, or one edited between two ``sweep run`` calls, mixes data sets
+    inside a pipeline. Returns the hashes named."""
+    named = []
+    finished = runs[runs["status"].isin(FINISHED)]
+    for _, group in finished.groupby("pipeline", sort=False):
+        prints = {
+            h: data_fingerprint(d) for h, d in zip(group["hash"], group["run_dir"], strict=True)
+        }
+        counts = pd.Series([p for p in prints.values() if p is not None]).value_counts()
+        if len(counts) < 2:
+            continue
+        common = counts.index[0]
+        for run_hash, fingerprint in prints.items():
+            if fingerprint is not None and fingerprint != common:
+                label = group.loc[group["hash"] == run_hash, "label"].iloc[0]
+                warnings.warn(
+                    f"run {run_hash} ({label}) trained on other data than the other "
+                    f"{counts.iloc[0]} runs of its pipeline (config.json's data fingerprint "
+                    "differs: a plug-in whose data changes between calls, or edited between "
+                    "sweep calls?); its numbers are not comparable with theirs",
+                    MixedDataWarning,
+                    stacklevel=3,
+                )
+                named.append(run_hash)
+    return named
 
 
 def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import shlex
 import time
@@ -59,11 +60,14 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .config import ConfigError, RunConfig
+from initmem.theory.units import update_contraction
+
+from .config import NON_HASHED_FIELDS, ConfigError, RunConfig
 from .data import DataSplits, ImageSplit, augment_batch, shared_splits
 from .models import (
     INVARIANCE_RTOL,
     build_model,
+    group_sizes,
     scale_invariance_check,
     scale_invariant_parameters,
 )
@@ -75,6 +79,8 @@ from .optim import (
     handles_decoupled_decay,
     set_lr,
 )
+from .plugins import PluginError, is_plugin
+from .provenance import plugin_change
 from .runfolder import (
     DamagedFileError,
     RunFiles,
@@ -227,7 +233,10 @@ class RunSession:
                 session._restore(state)
             else:
                 files.start(
-                    config, session.trainer.data.describe(), session.trainer.describe_model()
+                    config,
+                    session.trainer.data.describe(),
+                    session.trainer.describe_model(),
+                    device=str(session.trainer.device),
                 )
             session._owner = owner.pop_all()  # the session holds the lock from now on
         return session
@@ -422,6 +431,12 @@ def _stored_best_model(best: _Best, epoch: int) -> dict[str, torch.Tensor] | Non
 def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -> None:
     recorded = files.recorded_hash()
     if recorded is not None and recorded != config.hash:
+        if change := _plugin_change(files, config):
+            raise RunFolderError(
+                f"{files.dir} holds a run of an older version of a plug-in ({change}); the edited "
+                "plug-in makes another run: choose another out_dir (or restore the plug-in to "
+                "resume or read this one)"
+            )
         raise RunFolderError(
             f"{files.dir} holds a run of another config ({files.path('config.json')} records hash "
             f"{recorded}, this one is {config.hash}); choose another out_dir"
@@ -431,6 +446,26 @@ def _check_run_folder(files: RunFiles, config: RunConfig, resume: bool | None) -
             f"{files.dir} already holds an unfinished run; resume it (--resume) or choose another "
             "out_dir"
         )
+
+
+def _plugin_change(files: RunFiles, config: RunConfig) -> str | None:
+    """How the plug-in sources recorded in the folder's config.json differ from ``config``'s now,
+    when the recorded config is otherwise this one; None otherwise."""
+    try:
+        payload = json.loads(files.path("config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    recorded = payload.get("config") if isinstance(payload, dict) else None
+    if not isinstance(recorded, dict) or _numbers_fields(recorded) != _numbers_fields(
+        config.to_dict()
+    ):
+        return None
+    return plugin_change(payload, config.to_dict())
+
+
+def _numbers_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """A config dict without the fields that change no number (:data:`.config.NON_HASHED_FIELDS`)."""
+    return {k: v for k, v in values.items() if k not in NON_HASHED_FIELDS}
 
 
 def _check_same_data(files: RunFiles, description: dict[str, Any], allow: bool) -> None:
@@ -546,11 +581,22 @@ class Trainer:
             torch.channels_last if config.channels_last else torch.contiguous_format
         )
 
-        self.model = build_model(config).to(
-            self.device, self.dtype, memory_format=self.memory_format
-        )
+        self.model = build_model(config).to(self.device, memory_format=self.memory_format)
+        if is_plugin(config.model):  # before the run folder is written: one error line, no folder
+            check_plugin_model(self.model, config, self.data, self.memory_format)
+        self.model.to(self.dtype)  # float64 for precision = "fp64" (the same initial values)
         self.forward = torch.compile(self.model) if config.compile else self.model
-        named = list(self.model.named_parameters())
+        # frozen parameters (requires_grad False) are not trained: no gradient, no optimizer state
+        named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        if not named:
+            total = sum(1 for _ in self.model.parameters())
+            if total == 0:
+                raise ValueError(f"model {config.model!r} has no parameters: nothing to train")
+            raise ValueError(
+                f"model {config.model!r} has no trainable parameter ({total} parameter tensors, all "
+                "frozen: requires_grad False); unfreeze at least one"
+            )
+        self.frozen = [n for n, p in self.model.named_parameters() if not p.requires_grad]
         self.names = [name for name, _ in named]
         self.params = [p for _, p in named]
         self.scale_invariant = set(scale_invariant_parameters(self.model))
@@ -591,6 +637,9 @@ class Trainer:
             )
         return {
             "parameters": sum(p.numel() for p in self.params),
+            "frozen_parameters": sum(p.numel() for p in self.model.parameters())
+            - sum(p.numel() for p in self.params),
+            "parameter_groups": group_sizes(self.model),
             "scale_invariant": changes,
         }
 
@@ -667,9 +716,11 @@ class Trainer:
         decoupled decay and the optimizer step, at learning rate ``lr``."""
         cfg = self.config
         set_lr(self.optimizer, lr)
-        grads = [p.grad for p in self.params]
+        # a parameter the loss does not reach has no gradient: count it as zero (torch's optimizers
+        # skip it)
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in self.params]
         decay = 1.0 - lr * (cfg.l2 + cfg.weight_decay)
-        self.interval.add_step(grads if cfg.track_grad_norms else None, lr, decay)
+        self.interval.add_step(grads if cfg.track_grad_norms else None, lr, decay, self.params)
         if not handles_coupled_l2(cfg):
             add_coupled_l2(self.params, grads, cfg.l2)
         if self.decoupled is not None:
@@ -677,7 +728,16 @@ class Trainer:
         self.optimizer.step()
         if self.decoupled is not None:
             self.decoupled.after_step()
-        self.interval.add_angles(self.params)
+        if cfg.track_grad_norms and cfg.optimizer != "sgd":
+            self.interval.add_preconditioned(grads, self.optimizer)
+        contraction = update_contraction(
+            lr,
+            optimizer=cfg.optimizer,
+            momentum=cfg.momentum,
+            l2=cfg.l2,
+            weight_decay=cfg.weight_decay,
+        )
+        self.interval.add_angles(self.params, lr, contraction, int(cfg.optimizer == "sgd"))
 
     def _check_divergence(self, losses: torch.Tensor, first_step: int) -> Divergence | None:
         finite = torch.isfinite(losses)
@@ -801,6 +861,55 @@ class Trainer:
         self.interval.load_state_dict(state["interval"], self.params)
 
 
+def check_plugin_model(
+    model: torch.nn.Module,
+    config: RunConfig,
+    data: DataSplits,
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> None:
+    """A plug-in model's contract, checked on two training images before anything is written:
+    float32 parameters, and logits of shape ``(batch, classes)`` with at least one output per class
+    of the data (more: a warning, the extra outputs are never a label). :class:`PluginError` names
+    the model and what is wrong."""
+    where = f"model = {config.model!r}"
+    if other := sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32}):
+        raise PluginError(
+            f"{where}: parameters must be float32 (found {', '.join(other)}); drop .double() / "
+            "dtype= from the model (precision = 'bf16' trains in bfloat16 by autocast)"
+        )
+    classes = len(data.classes)
+    images = data.train.images[:2].contiguous(memory_format=memory_format)
+    was_training = model.training
+    model.eval()  # no BatchNorm statistics updated, no dropout drawn: the run's numbers stay as they are
+    try:
+        with torch.no_grad():
+            logits = model(images)
+    except Exception as err:  # noqa: BLE001 - any failure of the user's forward: one line
+        raise PluginError(
+            f"{where}: its forward fails on a batch of images {tuple(images.shape)} "
+            f"({type(err).__name__}: {' '.join(str(err).split())[:200]})"
+        ) from None
+    finally:
+        model.train(was_training)
+    shape = tuple(getattr(logits, "shape", ()))
+    if not isinstance(logits, torch.Tensor) or len(shape) != 2 or shape[0] != len(images):
+        raise PluginError(
+            f"{where}: must return logits of shape (batch, classes) = ({len(images)}, {classes}) "
+            f"for images {tuple(images.shape)} (got {type(logits).__name__} {shape})"
+        )
+    if shape[1] < classes:
+        raise PluginError(
+            f"{where}: returns {shape[1]} outputs, fewer than the {classes} classes of dataset "
+            f"{config.dataset!r}"
+        )
+    if shape[1] > classes:
+        warnings.warn(
+            f"{where}: returns {shape[1]} outputs for the {classes} classes of dataset "
+            f"{config.dataset!r}; the extra {shape[1] - classes} are never a label",
+            stacklevel=3,
+        )
+
+
 def _check_data(data: DataSplits, config: RunConfig, device: torch.device) -> None:
     expected = (config.resolved_train_size, config.resolved_val_size)
     found = (len(data.train), len(data.val))
@@ -838,6 +947,11 @@ class IntervalStats:
         self.tracked_steps = 0
         self.grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
         self.lr_sq_grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.grad_sq_unit_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.precond_grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.precond_steps = 0
+        self.update_sq_unit_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.update_radial_unit_sum = torch.zeros(n, dtype=torch.float64, device=device)
         self.norm_sq_drift = torch.zeros(n, dtype=torch.float64, device=device)
         self.norm_sq_decay = 1.0
         self.start = [p.detach().clone() for p in params]
@@ -848,31 +962,78 @@ class IntervalStats:
         # the weights before the next step (== the current weights between steps: never stored)
         self.previous = [params[i].detach().clone() for i in self.angle_layers]
 
-    def add_step(self, grads: list[torch.Tensor] | None, lr: float, decay: float) -> None:
+    def add_step(
+        self,
+        grads: list[torch.Tensor] | None,
+        lr: float,
+        decay: float,
+        params: list[torch.Tensor] | None = None,
+    ) -> None:
         """One optimizer step at learning rate ``lr`` with decay factor ``decay`` = c_t =
         1 - lr_t (l2 + weight_decay): the decay product of the squared norm, and (when ``grads``,
         the loss gradients before L2, are given) per layer |g_t|^2 into the sums and the discounted
-        drift ``d <- c_t^2 d + lr_t^2 |g_t|^2``."""
+        drift ``d <- c_t^2 d + lr_t^2 |g_t|^2``; with ``params`` (the weights before the step) also
+        the gradient scale ``|g_t|^2 |w_t|^2`` (``G_t``: for a scale-invariant weight a function of its
+        direction and of the other parameters, the BN gains and the head that alpha may scale too;
+        ``theory.normalized`` (1))."""
         self.norm_sq_decay *= decay * decay
         if grads is None:
             return
         grad_sq = torch.stack(torch._foreach_norm(grads)).double().square()
         self.grad_sq_sum += grad_sq
+        if params is not None:
+            with torch.no_grad():
+                norm_sq = torch.stack(torch._foreach_norm(params)).double().square()
+            self.grad_sq_unit_sum += grad_sq * norm_sq
         self.lr_sq_grad_sq_sum += lr * lr * grad_sq
         self.norm_sq_drift.mul_(decay * decay).add_(grad_sq, alpha=lr * lr)
         self.tracked_steps += 1
 
-    def add_angles(self, params: list[torch.Tensor]) -> None:
+    def add_preconditioned(self, grads: list[torch.Tensor], optimizer) -> None:
+        """After an Adam / AdamW / RMSprop step: per layer ``sum_i (g_i / (sqrt(v_hat_i) + eps))^2``
+        (the squared preconditioned gradient, the ``|w|^2`` injection of the adaptive norm law,
+        ``theory.normalized``: ``E delta|w|^2 = lr^2 sum_i g_i^2 / v_i``), from the optimizer's
+        second moment after the step (Adam's bias-corrected ``v_hat``; RMSprop's ``square_avg``)."""
+        group = optimizer.param_groups[0]
+        eps = group["eps"]
+        values = []
+        with torch.no_grad():
+            for p, g in zip(group["params"], grads, strict=True):
+                state = optimizer.state.get(p, {})
+                if g is None or not state:
+                    values.append(torch.zeros((), dtype=torch.float64, device=p.device))
+                    continue
+                if "exp_avg_sq" in state:
+                    beta2 = group["betas"][1]
+                    step = float(state["step"])
+                    v = state["exp_avg_sq"] / (1.0 - beta2**step)
+                else:
+                    v = state["square_avg"]
+                values.append((g.double() / (v.double().sqrt() + eps)).square().sum())
+        self.precond_grad_sq_sum += torch.stack(values)
+        self.precond_steps += 1
+
+    def add_angles(
+        self, params: list[torch.Tensor], lr: float = 0.0, decay: float = 1.0, power: int = 1
+    ) -> None:
         """After a step: per measured layer the angle between its weights before and after the
         step, whole tensor and per filter (mean over filters), added to the interval's sums
-        (``theory.normalized.angular_update``'s cancellation-free form, float64)."""
+        (``theory.normalized.angular_update``'s cancellation-free form, float64). With ``lr`` > 0
+        also the update form of the step, ``w' = decay w - lr u``: ``|u|^2 |w|^(2 power)`` and
+        ``<w, u> |w|^(power - 1)``, free of the weight's scale for an update that scales as
+        ``|w|^-power`` (SGD's gradient: power 1; an adaptive update: power 0)."""
         if not self.angle_layers:
             return
         with torch.no_grad():
-            whole, per_filter = [], []
+            whole, per_filter, unit_sq, radial = [], [], [], []
             for k, i in enumerate(self.angle_layers):
                 after = params[i].detach()
                 a = self.previous[k].reshape(after.shape[0], -1).double()
+                if lr > 0:
+                    u = (decay * a - after.reshape(a.shape).double()) / lr
+                    norm_sq = (a * a).sum()
+                    unit_sq.append((u * u).sum() * norm_sq**power)
+                    radial.append((a * u).sum() * norm_sq ** ((power - 1) / 2))
                 d = after.reshape(after.shape[0], -1).double() - a
                 aa, dd, ad = (a * a).sum(1), (d * d).sum(1), (a * d).sum(1)
                 cross = (aa * dd - ad * ad).clamp_min(0.0).sqrt()
@@ -883,6 +1044,9 @@ class IntervalStats:
             index = torch.tensor(self.angle_layers, device=self.angle_sum.device)
             self.angle_sum.index_add_(0, index, torch.stack(whole))
             self.filter_angle_sum.index_add_(0, index, torch.stack(per_filter))
+            if unit_sq:
+                self.update_sq_unit_sum.index_add_(0, index, torch.stack(unit_sq))
+                self.update_radial_unit_sum.index_add_(0, index, torch.stack(radial))
         self.angle_steps += 1
 
     def add_epoch(self, losses: torch.Tensor, images: int) -> None:
@@ -893,7 +1057,8 @@ class IntervalStats:
     def layer_fields(self, params: list[torch.Tensor]) -> list[dict[str, float]]:
         """Per layer (in the order of ``params``, the current weights): ``update_norm`` (distance
         from the interval's start), ``grad_norm`` (RMS over the tracked steps), ``grad_sq_sum``,
-        ``lr_sq_grad_sq_sum``, ``norm_sq_drift``; NaN where no step was trained (tracked)."""
+        ``lr_sq_grad_sq_sum``, ``norm_sq_drift``, ``grad_sq_unit_sum``, ``precond_grad_sq_sum`` (adaptive
+        optimizers); NaN where no step was trained (tracked)."""
         with torch.no_grad():
             update = torch.stack(torch._foreach_norm(torch._foreach_sub(params, self.start)))
         update = update.double().cpu().numpy()
@@ -901,6 +1066,11 @@ class IntervalStats:
         grad_sq = self.grad_sq_sum.cpu().numpy()
         lr_sq_grad_sq = self.lr_sq_grad_sq_sum.cpu().numpy()
         drift = self.norm_sq_drift.cpu().numpy()
+        grad_sq_unit = self.grad_sq_unit_sum.cpu().numpy()
+        precond = self.precond_grad_sq_sum.cpu().numpy()
+        preconditioned = self.precond_steps > 0
+        update_sq = self.update_sq_unit_sum.cpu().numpy()
+        update_radial = self.update_radial_unit_sum.cpu().numpy()
         nan = float("nan")
         steps = self.angle_steps
         angle = (self.angle_sum / max(steps, 1)).cpu().numpy()
@@ -913,6 +1083,10 @@ class IntervalStats:
                 "grad_sq_sum": float(grad_sq[i]) if tracked else nan,
                 "lr_sq_grad_sq_sum": float(lr_sq_grad_sq[i]) if tracked else nan,
                 "norm_sq_drift": float(drift[i]) if tracked else nan,
+                "grad_sq_unit_sum": float(grad_sq_unit[i]) if tracked else nan,
+                "precond_grad_sq_sum": float(precond[i]) if preconditioned else nan,
+                "update_sq_unit_sum": float(update_sq[i]) if i in measured else nan,
+                "update_radial_unit_sum": float(update_radial[i]) if i in measured else nan,
                 "angular_update": float(angle[i]) if i in measured else nan,
                 "filter_angular_update": float(filter_angle[i]) if i in measured else nan,
             }
@@ -928,6 +1102,11 @@ class IntervalStats:
             "grad_sq_sum": self.grad_sq_sum,
             "lr_sq_grad_sq_sum": self.lr_sq_grad_sq_sum,
             "norm_sq_drift": self.norm_sq_drift,
+            "grad_sq_unit_sum": self.grad_sq_unit_sum,
+            "precond_grad_sq_sum": self.precond_grad_sq_sum,
+            "precond_steps": self.precond_steps,
+            "update_sq_unit_sum": self.update_sq_unit_sum,
+            "update_radial_unit_sum": self.update_radial_unit_sum,
             "norm_sq_decay": self.norm_sq_decay,
             "angle_sum": self.angle_sum,
             "filter_angle_sum": self.filter_angle_sum,
@@ -949,6 +1128,12 @@ class IntervalStats:
         self.previous = [params[i].detach().clone() for i in self.angle_layers]
         for key in ("loss_sum", "correct", "grad_sq_sum", "lr_sq_grad_sq_sum", "norm_sq_drift"):
             setattr(self, key, state[key].to(device))
+        if "grad_sq_unit_sum" in state:  # checkpoints written before G was logged lack it
+            self.grad_sq_unit_sum = state["grad_sq_unit_sum"].to(device)
+            self.precond_grad_sq_sum = state["precond_grad_sq_sum"].to(device)
+            self.precond_steps = state["precond_steps"]
+            self.update_sq_unit_sum = state["update_sq_unit_sum"].to(device)
+            self.update_radial_unit_sum = state["update_radial_unit_sum"].to(device)
         start = state["interval_start"]
         self.start = (
             [p.detach().clone() for p in params] if start is None else [t.to(device) for t in start]

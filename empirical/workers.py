@@ -101,10 +101,18 @@ def execute_run(task: dict[str, Any], trainer: str | Callable = DEFAULT_TRAINER)
         if not acquired:
             return _locked_outcome(task)
         result = read_result(run_dir, discard_damaged=True)  # a damaged result: train it again
+        if result is not None:  # finished meanwhile (another driver): not trained by this call
+            return _finished_outcome(task, result, start) | {"already_finished": True}
         if result is None:
             clear_failure(run_dir)  # a retry of a failed run
             try:
                 config = RunConfig.from_dict(task["config"])
+                if config.hash != task["hash"]:  # the config is the same: a plug-in's source is not
+                    raise ValueError(
+                        f"the source of a plug-in of run {task['hash']} changed since its sweep "
+                        f"listed it (its hash is {config.hash} now); rerun `initmem sweep run` "
+                        "(with --update to train the edited plug-in's runs)"
+                    )
                 returned = resolve_trainer(trainer)(config)
                 result = read_result(run_dir)
                 if result is None:  # a trainer that does not write result.json itself
@@ -199,18 +207,23 @@ def _failed_outcome(task: dict[str, Any], start: float) -> Outcome:
 
 def _finished_outcome(task: dict[str, Any], result: dict[str, Any], start: float) -> Outcome:
     message = str(result.get("reason") or "")
+    logger_error = None
     if task.get("logger"):  # the sweep's logging hook: from the finished run's log
         try:
             write_events(task["run_dir"], task["logger"])
         except Exception as err:  # noqa: BLE001 - the run is finished; the logger's failure is said
-            message = (f"{message}; " if message else "") + f"logger {task['logger']} failed: {err}"
-    return {
+            logger_error = f"logger {task['logger']} failed: {type(err).__name__}: {err}"
+            message = (f"{message}; " if message else "") + logger_error
+    outcome = {
         "hash": task["hash"],
         "variant": task["variant"],
         "status": str(result.get("status", "completed")),
         "message": message,
         "wall_s": time.monotonic() - start,
     }
+    if logger_error is not None:  # the driver warns (run_sweep) and writes the file itself
+        outcome["logger_error"] = " ".join(logger_error.split())
+    return outcome
 
 
 def _result_dict(returned: Any, task: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The import graph of the package, read from the source (AST), against docs/architecture.md's rules:
-no cycle, ``theory`` imports nothing of the project, ``empirical`` nothing of ``bridge``, and every
+no cycle, ``theory`` imports nothing of the project, ``empirical`` nothing of ``bridge``, the bridge
+core nothing of its publication layer ``initmem.bridge.study``, and every
 in-function import outside ``initmem/cli`` says on its line or the line above why it is deferred."""
 
 from __future__ import annotations
@@ -52,6 +53,19 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return lines
 
 
+def _import_module_literal(node) -> str | None:
+    """The project module an ``importlib.import_module("initmem....")`` call names, or None (a lazy
+    import by a literal name is an edge too; one built from a variable is a package's own names)."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+        return None
+    name = node.args[0].value
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if called == "import_module" and isinstance(name, str) and name.startswith("initmem."):
+        return name
+    return None
+
+
 def import_graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
     """Edges ``module -> imported project modules`` (module level and in functions), and every
     in-function import as ``(module, line, source text)``."""
@@ -68,6 +82,9 @@ def import_graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
             for n in ast.walk(f)
         }
         for node in ast.walk(tree):
+            if named := _import_module_literal(node):  # importlib.import_module("initmem.x")
+                edges[module].add(named)
+                continue
             if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in skip:
                 continue
             edges[module] |= {t for t in _targets(module, path, node, modules) if t != module}
@@ -120,6 +137,34 @@ def test_rooms_import_only_downwards():
         or (room(a) == "empirical" and room(b) == "bridge")
     ]
     assert not wrong, wrong
+
+
+#: The bridge's publication layer (the studies, their documents, calibration, synthetic sweeps).
+STUDY = "initmem.bridge.study"
+
+
+def imports_of_the_study(edges: dict[str, set[str]]) -> list[str]:
+    """Every edge from a module outside :data:`STUDY` (the bridge core, the other rooms) into it."""
+    inside = lambda m: m == STUDY or m.startswith(f"{STUDY}.")  # noqa: E731
+    return [
+        f"{a} -> {b}" for a, targets in edges.items() if not inside(a) for b in targets if inside(b)
+    ]
+
+
+def test_the_bridge_core_imports_nothing_of_the_study():
+    edges, _ = import_graph()
+    core = [m for m in edges if room(m) == "bridge" and not m.startswith(STUDY)]
+    assert {"initmem.bridge.fits", "initmem.bridge.unit_decision", "initmem.bridge.fitting"} <= set(
+        core
+    )
+    assert any(m.startswith(f"{STUDY}.") for m in edges)  # the study's modules were read too
+    only_cli = [e for e in imports_of_the_study(edges) if not e.startswith("initmem.cli")]
+    assert not only_cli, only_cli
+
+
+def test_the_study_direction_check_finds_a_planted_import():
+    edges = {"initmem.bridge.fits": {f"{STUDY}.seeds"}, f"{STUDY}.seeds": {"initmem.bridge.fits"}}
+    assert imports_of_the_study(edges) == [f"initmem.bridge.fits -> {STUDY}.seeds"]
 
 
 def _is_import(text: str) -> bool:

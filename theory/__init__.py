@@ -50,7 +50,6 @@ _HOMES = {
     "relu_mlp_kernel": "kernels",
     "normalized_forgetting": "normalized",
     "gradient_descent_mse": "ntk",
-    "accumulated_regularization": "schedule",
     "accumulated_units": "units",
     "empirical_ntk": "empirical_kernels",
 }
@@ -79,7 +78,6 @@ __all__ = [
     "ForgettingReport",
     "Kernel",
     "Pipeline",
-    "accumulated_regularization",
     "accumulated_units",
     "checks",
     "criterion",

@@ -11,13 +11,31 @@ import math
 
 import numpy as np
 
+#: Optimizers the theory covers, spelled as ``RunConfig.optimizer`` spells them (a test holds the two
+#: lists equal); :func:`check_optimizer` refuses any other name.
+OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
+
 __all__ = [
+    "OPTIMIZERS",
     "check_data",
     "check_integer",
+    "check_memory",
     "check_momentum",
     "check_number",
+    "check_optimizer",
+    "check_optimizer_name",
     "check_steps",
 ]
+
+
+def _as_float64(name: str, value) -> np.ndarray:
+    """``value`` as a float64 array, or ValueError naming ``name``."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a number or an array of numbers (got {value!r})"
+        ) from None
 
 
 def check_number(
@@ -34,12 +52,7 @@ def check_number(
     ``strict=True`` excludes ``low`` itself (``(low, high)``). Arrays must hold at least one entry
     unless ``nonempty=False``. Returns a float for a scalar input, else the float64 array.
     """
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be a number or an array of numbers (got {value!r})"
-        ) from None
+    arr = _as_float64(name, value)
     if nonempty and arr.size == 0:
         raise ValueError(f"{name} must not be empty (got {value!r})")
     bad = ~np.isfinite(arr) | (arr <= low if strict else arr < low) | (arr >= high)
@@ -65,6 +78,39 @@ def check_integer(name: str, value, *, low: int = 1) -> int:
 def check_momentum(momentum: float) -> float:
     """Heavy-ball momentum in ``[0, 1)``."""
     return check_number("momentum", momentum, high=1.0)
+
+
+def check_optimizer_name(optimizer, allowed) -> str:
+    """``optimizer`` spelled exactly as one of ``allowed`` (lower case, e.g. ``"sgd"``).
+
+    A mis-cased name (``"SGD"``) or an unknown one (``"nadam"``) raises ValueError naming the
+    allowed values (and the lower-case spelling when that is the only fault): never read as SGD.
+    """
+    allowed = tuple(allowed)
+    if isinstance(optimizer, str) and optimizer in allowed:
+        return optimizer
+    hint = ""
+    if isinstance(optimizer, str) and optimizer.lower() in allowed:
+        hint = f"; names are lower case: {optimizer.lower()!r}"
+    raise ValueError(f"optimizer must be one of {list(allowed)} (got {optimizer!r}){hint}")
+
+
+def check_optimizer(optimizer) -> str:
+    """One of :data:`OPTIMIZERS`, spelled exactly (:func:`check_optimizer_name`)."""
+    return check_optimizer_name(optimizer, OPTIMIZERS)
+
+
+def check_memory(name: str, memory):
+    """A memory value or array (1 at init, 0 forgotten; signed): finite. NaN raises ValueError
+    naming the field: a NaN memory is neither forgotten nor kept, so it is never compared with a
+    level. Returns a float for a scalar input, else the float64 array."""
+    arr = _as_float64(name, memory)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(
+            f"{name} must be finite (got {memory!r}): a NaN or infinite memory is neither "
+            "forgotten nor kept"
+        )
+    return float(arr) if arr.ndim == 0 else arr
 
 
 def check_steps(steps) -> float | int:

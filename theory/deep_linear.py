@@ -8,7 +8,7 @@ end-to-end matrix W = W_L ... W_1. Data ``X`` (n, d_0), targets ``Y`` (n, d_L); 
     L = |X W^T - Y|_F^2 / (2n) = (1/n) sum_i |W x_i - y_i|^2 / 2,
 
 so dL/dW = E = W Sxx - Syx with Sxx = X^T X / n, Syx = Y^T X / n, and the gradient of layer l is
-G_l = (W_L ... W_{l+1})^T E (W_{l-1} ... W_1)^T. Coupled L2 (``weight_decay``, as
+G_l = (W_L ... W_{l+1})^T E (W_{l-1} ... W_1)^T. Coupled L2 (``l2``, as
 ``torch.optim.SGD``) adds lambda W_l to G_l. Units: ``steps`` are optimizer steps; continuous time
 is lr * steps (gradient flow dW_l/dt = -G_l - lambda W_l).
 
@@ -47,7 +47,7 @@ __all__ = [
     "balance_after_step",
     "balance_forgetting_time",
     "balance_matrices",
-    "balance_under_weight_decay",
+    "balance_under_l2",
     "check_weights",
     "check_xy",
     "deep_linear_gradients",
@@ -67,7 +67,7 @@ class ForgettingTime:
     """A forgetting time (shrink by a factor e) in optimizer steps and in continuous time lr * t."""
 
     steps: float
-    continuous_time: float
+    lr_time: float
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,9 +174,7 @@ def balance_matrices(weights) -> list[np.ndarray]:
     ]
 
 
-def balance_after_step(
-    balances, gradients, lr: float, weight_decay: float = 0.0
-) -> list[np.ndarray]:
+def balance_after_step(balances, gradients, lr: float, l2: float = 0.0) -> list[np.ndarray]:
     """Exact balance after one step W_l <- (1 - lr lambda) W_l - lr G_l.
 
     D_l' = (1 - lr lambda)^2 D_l + lr^2 (G_{l+1}^T G_{l+1} - G_l G_l^T). ``gradients``: the
@@ -184,7 +182,7 @@ def balance_after_step(
     for any loss of the end-to-end matrix). Derivation in the module docstring.
     """
     lr = check_number("lr", lr, strict=True)
-    weight_decay = check_number("weight_decay", weight_decay)
+    l2 = check_number("l2", l2)
     gradients = [np.asarray(G, dtype=np.float64) for G in gradients]
     balances = [np.asarray(D, dtype=np.float64) for D in balances]
     if len(balances) != len(gradients) - 1:
@@ -192,7 +190,7 @@ def balance_after_step(
             f"balances must hold len(gradients) - 1 = {len(gradients) - 1} arrays, "
             f"got {len(balances)}"
         )
-    shrink = (1.0 - lr * weight_decay) ** 2
+    shrink = (1.0 - lr * l2) ** 2
     out = []
     for l, D in enumerate(balances):
         G, G_next = gradients[l], gradients[l + 1]
@@ -205,20 +203,18 @@ def balance_after_step(
     return out
 
 
-def balance_under_weight_decay(balances, weight_decay: float, time: float) -> list[np.ndarray]:
+def balance_under_l2(balances, l2: float, lr_time: float) -> list[np.ndarray]:
     """D_l(t) = exp(-2 lambda t) D_l(0) under gradient flow with L2, t in continuous time lr * steps.
 
     Exact for gradient flow (module docstring); discrete GD adds the lr^2 term of
     ``balance_after_step``, an O(lr) correction at fixed continuous time.
     """
-    weight_decay = check_number("weight_decay", weight_decay)
-    time = check_number("time", time)
-    return [
-        math.exp(-2.0 * weight_decay * time) * np.asarray(D, dtype=np.float64) for D in balances
-    ]
+    l2 = check_number("l2", l2)
+    lr_time = check_number("lr_time", lr_time)
+    return [math.exp(-2.0 * l2 * lr_time) * np.asarray(D, dtype=np.float64) for D in balances]
 
 
-def balance_forgetting_time(lr: float, weight_decay: float) -> ForgettingTime:
+def balance_forgetting_time(lr: float, l2: float) -> ForgettingTime:
     """Time for the balance D_l (the init's conserved part) to shrink by a factor e under L2.
 
     The decay part of one step multiplies D_l by (1 - lr lambda)^2: -1 / (2 ln(1 - lr lambda))
@@ -226,16 +222,14 @@ def balance_forgetting_time(lr: float, weight_decay: float) -> ForgettingTime:
     weight decay, ``inf`` (only the lr^2 term changes D_l: see ``sgd_balance_drift``).
     """
     lr = check_number("lr", lr, strict=True)
-    weight_decay = check_number("weight_decay", weight_decay)
-    if weight_decay == 0.0:
-        return ForgettingTime(steps=math.inf, continuous_time=math.inf)
-    if lr * weight_decay >= 1.0:
-        raise ValueError(
-            f"lr * weight_decay must be < 1 for a contraction, got {lr * weight_decay}"
-        )
+    l2 = check_number("l2", l2)
+    if l2 == 0.0:
+        return ForgettingTime(steps=math.inf, lr_time=math.inf)
+    if lr * l2 >= 1.0:
+        raise ValueError(f"lr * l2 must be < 1 for a contraction, got {lr * l2}")
     return ForgettingTime(
-        steps=-1.0 / (2.0 * math.log1p(-lr * weight_decay)),
-        continuous_time=1.0 / (2.0 * weight_decay),
+        steps=-1.0 / (2.0 * math.log1p(-lr * l2)),
+        lr_time=1.0 / (2.0 * l2),
     )
 
 
@@ -260,9 +254,7 @@ class BalanceDrift:
     noise_steps: float
 
 
-def sgd_balance_drift(
-    weights, X, Y, lr: float, batch_size: int, weight_decay: float = 0.0
-) -> BalanceDrift:
+def sgd_balance_drift(weights, X, Y, lr: float, batch_size: int, l2: float = 0.0) -> BalanceDrift:
     """Expectation of the one-step balance change under SGD with uniformly random size-b batches.
 
     By ``balance_after_step``, the change is ((1 - lr lambda)^2 - 1) D_l + lr^2 (G^B_{l+1}^T
@@ -273,7 +265,7 @@ def sgd_balance_drift(
     weights = check_weights(weights)
     X, Y = check_xy(weights, X, Y)
     lr = check_number("lr", lr, strict=True)
-    weight_decay = check_number("weight_decay", weight_decay)
+    l2 = check_number("l2", l2)
     n = X.shape[0]
     if isinstance(batch_size, bool) or int(batch_size) != batch_size or not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be an integer in [1, {n}], got {batch_size!r}")
@@ -287,7 +279,7 @@ def sgd_balance_drift(
         G, G_next = grads[l], grads[l + 1]
         S_next = np.einsum("nij,nik->jk", centered[l + 1], centered[l + 1]) / n
         S_here = np.einsum("nij,nkj->ik", centered[l], centered[l]) / n
-        decay.append(((1.0 - lr * weight_decay) ** 2 - 1.0) * D)
+        decay.append(((1.0 - lr * l2) ** 2 - 1.0) * D)
         full_batch.append(lr**2 * (G_next.T @ G_next - G @ G.T))
         noise.append(lr**2 * c_b * (S_next - S_here))
         total.append(decay[-1] + full_batch[-1] + noise[-1])
@@ -314,7 +306,7 @@ def _phi(x: np.ndarray) -> np.ndarray:
     return np.where(x == 0.0, 1.0, -np.expm1(-safe) / safe)
 
 
-def saxe_mode_strength(time, signal: float, u0: float, weight_decay: float = 0.0) -> np.ndarray:
+def saxe_mode_strength(lr_time, signal: float, u0: float, l2: float = 0.0) -> np.ndarray:
     """Strength u(t) of one input-output mode of a two-layer linear net from a balanced init.
 
     Setting (Saxe, McClelland and Ganguli, ICLR 2014): whitened inputs (Sxx = I), Syx = U diag(s)
@@ -325,25 +317,23 @@ def saxe_mode_strength(time, signal: float, u0: float, weight_decay: float = 0.0
         u(t) = s' e^{2 s' t} / (e^{2 s' t} - 1 + s' / u0) = u0 / (e^{-2 s' t} + 2 u0 t phi(2 s' t)),
 
     phi(x) = (1 - e^{-x}) / x (the second form is used: finite for s' <= 0 too, and for s' = 0 it is
-    the zero-signal law u0 / (1 + 2 u0 t)). ``time`` in continuous time lr * steps; u0 > 0.
+    the zero-signal law u0 / (1 + 2 u0 t)). ``lr_time`` in continuous time lr * steps; u0 > 0.
     """
     u0 = check_number("u0", u0, strict=True)
     signal = float(signal)
     if not math.isfinite(signal):
         raise ValueError(f"signal must be finite, got {signal!r}")
-    weight_decay = check_number("weight_decay", weight_decay)
-    time = np.asarray(time, dtype=np.float64)
-    if np.any(time < 0) or not np.all(np.isfinite(time)):
-        raise ValueError("time must be finite and >= 0 (continuous time lr * steps)")
-    s_eff = signal - weight_decay
-    x = 2.0 * s_eff * time
+    l2 = check_number("l2", l2)
+    lr_time = np.asarray(lr_time, dtype=np.float64)
+    if np.any(lr_time < 0) or not np.all(np.isfinite(lr_time)):
+        raise ValueError("lr_time must be finite and >= 0 (continuous time lr * steps)")
+    s_eff = signal - l2
+    x = 2.0 * s_eff * lr_time
     with np.errstate(over="ignore"):
-        return u0 / (np.exp(-x) + 2.0 * u0 * time * _phi(x))
+        return u0 / (np.exp(-x) + 2.0 * u0 * lr_time * _phi(x))
 
 
-def saxe_learning_time(
-    signal: float, u0: float, fraction: float = 0.5, weight_decay: float = 0.0
-) -> float:
+def saxe_learning_time(signal: float, u0: float, fraction: float = 0.5, l2: float = 0.0) -> float:
     """Continuous time lr * t for a balanced mode to grow from u0 to ``fraction`` of s' = s - lambda.
 
     Inverting the logistic solution of ``saxe_mode_strength``: with u_f = fraction * s',
@@ -355,20 +345,20 @@ def saxe_learning_time(
     Needs 0 < u0 < fraction * s' < s' (signal above the weight decay).
     """
     u0 = check_number("u0", u0, strict=True)
-    weight_decay = check_number("weight_decay", weight_decay)
+    l2 = check_number("l2", l2)
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
-    s_eff = float(signal) - weight_decay
+    s_eff = float(signal) - l2
     u_final = fraction * s_eff
     if not (s_eff > 0 and u0 < u_final):
         raise ValueError(
-            f"need signal - weight_decay > 0 and u0 < fraction * (signal - weight_decay); got "
-            f"signal={signal!r}, weight_decay={weight_decay!r}, u0={u0!r}, fraction={fraction!r}"
+            f"need signal - l2 > 0 and u0 < fraction * (signal - l2); got "
+            f"signal={signal!r}, l2={l2!r}, u0={u0!r}, fraction={fraction!r}"
         )
     return math.log(u_final * (s_eff - u0) / (u0 * (s_eff - u_final))) / (2.0 * s_eff)
 
 
-def zero_signal_mode_strength(time, u0: float, imbalance: float = 0.0) -> np.ndarray:
+def zero_signal_mode_strength(lr_time, u0: float, imbalance: float = 0.0) -> np.ndarray:
     """Strength u(t) = a b of a mode with no signal (s = 0), from any init, without weight decay.
 
     da/dt = -b (a b), db/dt = -a (a b) conserve c = a^2 - b^2 (the mode's balance, the ``imbalance``),
@@ -380,7 +370,7 @@ def zero_signal_mode_strength(time, u0: float, imbalance: float = 0.0) -> np.nda
     Balanced: algebraic decay, forgetting u0 only as 1/(2t) (slowly: on (e - 1) / (2 u0) time units,
     ~ 1/alpha^2). Unbalanced: exponential decay at rate |c| at late times, while c itself is never
     forgotten: the larger factor tends to sqrt(|c|) and keeps the init's imbalance forever. Any
-    sign of u0 (u(t) keeps it). ``time`` in continuous time lr * steps.
+    sign of u0 (u(t) keeps it). ``lr_time`` in continuous time lr * steps.
     """
     u0 = float(u0)
     if not math.isfinite(u0):
@@ -388,16 +378,18 @@ def zero_signal_mode_strength(time, u0: float, imbalance: float = 0.0) -> np.nda
     imbalance = float(imbalance)
     if not math.isfinite(imbalance):
         raise ValueError(f"imbalance must be finite, got {imbalance!r}")
-    time = np.asarray(time, dtype=np.float64)
-    if np.any(time < 0) or not np.all(np.isfinite(time)):
-        raise ValueError("time must be finite and >= 0 (continuous time lr * steps)")
+    lr_time = np.asarray(lr_time, dtype=np.float64)
+    if np.any(lr_time < 0) or not np.all(np.isfinite(lr_time)):
+        raise ValueError("lr_time must be finite and >= 0 (continuous time lr * steps)")
     if u0 == 0.0:
-        return np.zeros_like(time)
+        return np.zeros_like(lr_time)
     c, size = abs(imbalance), abs(u0)
     if c == 0.0:
-        return math.copysign(1.0, u0) * size / (1.0 + 2.0 * size * time)
+        return math.copysign(1.0, u0) * size / (1.0 + 2.0 * size * lr_time)
     with np.errstate(over="ignore"):
-        return math.copysign(1.0, u0) * c / (2.0 * np.sinh(math.asinh(c / (2.0 * size)) + c * time))
+        return (
+            math.copysign(1.0, u0) * c / (2.0 * np.sinh(math.asinh(c / (2.0 * size)) + c * lr_time))
+        )
 
 
 def zero_signal_forgetting_time(u0: float, imbalance: float = 0.0) -> float:

@@ -327,7 +327,7 @@ def init_outputs(module: nn.Module, x) -> tuple[np.ndarray, np.ndarray]:
     ``J(x) theta_0`` is the derivative of ``f(x; (1 + s) theta_0)`` at ``s = 0``: one ``jvp`` with the
     parameters as tangent. The linearized model is ``f_lin(x; theta) = [f_0(x) - J(x) theta_0] +
     J(x) theta``; under weight decay toward zero only the second part can be forgotten (see
-    :func:`initmem.theory.ntk.linearized_weight_decay_mse`). For a network positively homogeneous of
+    :func:`initmem.theory.ntk.linearized_l2_mse`). For a network positively homogeneous of
     degree L in its parameters (bias-free ReLU MLP with L dense layers) ``J theta_0 = L f_0``.
     Both arrays have the module's output shape, flattened to (n,) if the module returns (n,).
     """

@@ -9,7 +9,9 @@ weights, where alpha only sets the effective learning rate ``lr / |w|^2``
 ``sgd_noise``             implicit, finite-step / minibatch: |w|^4 grows by 2 eta^2 |g_hat|^2 per
                           step, eta = lr / (1 - mu): the time to outgrow ``alpha^4 |w_0|^4``.
 ``explicit_decay``        L2 or decoupled weight decay pulls |w| to an alpha-independent equilibrium;
-                          its time scale is the relaxation (e-folding) time of that pull.
+                          its forgetting time is that of the relaxation from the equilibrium,
+                          (5) of :mod:`~initmem.theory.normalized` (``e_fold_steps``: its e-folding
+                          time).
 ``adaptive``              Adam-family: |w|^2 grows by about lr^2 per coordinate per step, whatever the
                           gradient: the time to outgrow ``alpha^2 |w_0|^2``.
 ``pipeline``              all of the pipeline's mechanisms together: the predicted forgetting time.
@@ -18,15 +20,20 @@ weights, where alpha only sets the effective learning rate ``lr / |w|^2``
 ========================  ==========================================================================
 
 Which dominates: the acting mechanism (of ``sgd_noise``, ``explicit_decay``, ``adaptive``) with the
-shortest time. This is the right comparison: with constant rates the pipeline's time is
-``ln(1 + T_noise / tau) * tau`` (tau the decay's time scale, T_noise the drift's), which is about
-T_noise when ``T_noise < tau`` and about ``tau ln(T_noise / tau)`` when decay is faster. When no
-acting mechanism forgets within a scheduled run (every time ``inf``), the dominant one is the one
-with the least ``memory_left`` at the run's end.
+shortest forgetting time. Every row's ``steps`` is a forgetting time of the one criterion (the drift
+without decay; the decay's own relaxation (5); the whole pipeline), so the comparison is of like
+with like; e-folding times are a separate column (``e_fold_steps``) and never compared. With
+constant rates the pipeline's time is about ``ln(1 + T_noise / tau) * tau`` (tau the decay's
+e-fold time, T_noise the drift's): about T_noise when the drift is faster, and a few tau when the
+decay is. When no acting mechanism forgets within a scheduled run, none dominates (``"none"``):
+``memory_left`` says what each leaves.
 
 Schedules: a non-constant ``lr_multipliers`` makes every time the first step within the run that
-reaches it (``inf`` if none), as ``memory_left`` does; a constant one is the constant-lr law, whose
-time may lie beyond the run (``Pipeline.time_schedule``).
+reaches it, as ``memory_left`` does; a constant one is the constant-lr law, whose time may lie
+beyond the run (``Pipeline.time_schedule``). An infinite time says why (``verdict``): "never" only
+where nothing erases the memory even under an endless constant schedule (gradient flow; no decay
+for the decay-only rows; no injection); a schedule that ends first gives "not within the run: the
+schedule ends with memory m" (m the memory left at its end).
 
 Parameter groups under cross-entropy (``ForgettingReport.groups``, :data:`GROUPS`): the BN-followed
 conv weights (the ``pipeline`` row), the head x last-BN-gain pair whose product is the logit scale
@@ -52,7 +59,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .checks import check_integer, check_number
+from .checks import check_integer, check_memory, check_number
 from .criterion import FORGETTING
 from .linear import null_space_forgetting_time
 from .logit_scale import (
@@ -161,18 +168,20 @@ class ForgettingReport:
     """Predicted forgetting of alpha under one pipeline.
 
     ``table``: one row per mechanism (:data:`MECHANISMS`) with columns ``mechanism``, ``acts``
-    (does it act in this pipeline), ``steps`` and ``epochs`` (its forgetting time; ``inf`` never,
-    NaN not applicable or no closed form), ``memory_left`` (fraction of the initial log-ratio
-    ``2 ln alpha`` left at the end of the run, with its schedule; NaN without a run length),
-    ``formula``. ``layers``: the same per BN-conv fan-in. ``dominant``: the fastest competing
-    mechanism (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: every
+    (does it act in this pipeline), ``steps`` and ``epochs`` (its forgetting time; ``inf`` never or
+    not within the run, NaN not applicable or no closed form), ``memory_left`` (fraction of the
+    initial memory left at the end of the run, with its schedule; NaN without a run length),
+    ``e_fold_steps`` (the decay's e-folding time; NaN for the other rows), ``verdict`` (the time in
+    words: "forgotten at step N", "never: ...", "not within the run: the schedule ends with memory
+    m"), ``formula``. ``verdict``: the ``pipeline`` row's. ``layers``: the same per BN-conv fan-in. ``dominant``: the competing mechanism
+    with the shortest forgetting time (or ``"none"``). ``steps`` / ``epochs``: the ``pipeline`` row. ``accumulated``: every
     unit of forgetting summed over the run, :func:`initmem.theory.units.accumulated_units` (the one
     definition, momentum and the init's ``d / |w_0|^2`` included; what ``sweep run --dry-run`` and
     the bridge print), None without a length.
     ``groups``: one row per parameter group (:data:`GROUPS`) with columns ``group``,
     ``prediction`` (False: an explicit "no prediction" row), ``steps``, ``epochs``, ``rank`` (1 =
-    forgets first among the groups with a prediction; NaN without one) and ``formula`` (or the
-    reason there is none). ``forgets_last``: the predicted group that forgets last.
+    forgets first among the groups with a prediction; NaN without one), ``verdict`` and
+    ``formula`` (or the reason there is none). ``forgets_last``: the predicted group that forgets last.
     """
 
     alpha: float
@@ -181,6 +190,7 @@ class ForgettingReport:
     dominant: str
     steps: float
     epochs: float | None
+    verdict: str
     accumulated: dict | None
     assumptions: dict
     groups: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -204,6 +214,7 @@ class ForgettingReport:
             "dominant": self.dominant,
             "steps": clean(self.steps),
             "epochs": clean(self.epochs),
+            "verdict": self.verdict,
             "mechanisms": rows,
             "layers": [{k: clean(v) for k, v in r.items()} for r in self.layers.to_dict("records")],
             "accumulated": None
@@ -238,8 +249,26 @@ def _memory_left_adaptive(pipeline, grad_sq, alpha, init_norm_sq, fan_in, *, l2,
     return float(abs(math.log(x[0] / x[1])) / abs(2 * math.log(alpha)))
 
 
+def _verdict(steps: float, memory_left: float, *, never: bool, scheduled: bool) -> str:
+    """What an ``inf`` means, in words: ``never`` only where no mechanism erases the memory even
+    with an endless constant schedule; a schedule that ends first says so, with the memory it
+    leaves (``memory_left``, the fraction of the initial memory at the run's end)."""
+    if math.isnan(steps):
+        return "no closed form"
+    if math.isfinite(steps):
+        return f"forgotten at step {steps:.6g}"
+    if never or not scheduled:
+        return "never: no mechanism erases it"
+    if math.isnan(memory_left):
+        return "not within the run: the schedule ends first"
+    check_memory("memory_left", memory_left)
+    return f"not within the run: the schedule ends with memory {memory_left:.3g}"
+
+
 def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
-    """Forgetting times (steps) and memory left for one BN-conv group of ``fan_in`` coordinates."""
+    """Per mechanism for one BN-conv group of ``fan_in`` coordinates: ``(acts, steps, memory_left,
+    e_fold_steps, never)``; ``steps``: forgetting times of the shared criterion (drift without
+    decay, the decay's own time (5), the pipeline); ``never``: nothing would ever erase it."""
     lr, mults = pipeline.time_schedule
     common = dict(
         lr=lr,
@@ -259,7 +288,6 @@ def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
         alpha, l2=pipeline.l2, weight_decay=pipeline.weight_decay, **common
     )
     bare = normalized_forgetting(alpha, **common) if has_decay else full
-    init_norm_sq = full.init_norm_sq
     run_known = pipeline.lrs is not None and abs(math.log(alpha)) > 0
 
     def left(l2, weight_decay):
@@ -267,59 +295,71 @@ def _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol):
             return math.nan
         if sgd:
             return _memory_left_sgd(
-                pipeline, grad_sq, alpha, init_norm_sq, l2=l2, weight_decay=weight_decay
+                pipeline, grad_sq, alpha, full.init_norm_sq, l2=l2, weight_decay=weight_decay
             )
         return _memory_left_adaptive(
-            pipeline, grad_sq, alpha, init_norm_sq, fan_in, l2=l2, weight_decay=weight_decay
+            pipeline, grad_sq, alpha, full.init_norm_sq, fan_in, l2=l2, weight_decay=weight_decay
         )
 
     drift_left = left(0.0, 0.0)
+    full_left = left(pipeline.l2, pipeline.weight_decay) if has_decay else drift_left
+    no_injection = sgd and grad_sq == 0
+    nan = math.nan
     rows = {
-        "gradient_flow": (True, math.inf, 1.0 if run_known else math.nan),
-        "sgd_noise": (sgd, bare.steps if sgd else math.nan, drift_left if sgd else math.nan),
-        "explicit_decay": (has_decay, full.relaxation_steps if has_decay else math.nan, math.nan),
-        "adaptive": (not sgd, math.nan if sgd else bare.steps, math.nan if sgd else drift_left),
-        "pipeline": (
-            True,
-            full.steps,
-            left(pipeline.l2, pipeline.weight_decay) if has_decay else drift_left,
+        "gradient_flow": (True, math.inf, 1.0 if run_known else nan, nan, True),
+        "sgd_noise": (
+            sgd,
+            bare.steps if sgd else nan,
+            drift_left if sgd else nan,
+            nan,
+            no_injection,
         ),
+        "explicit_decay": (
+            has_decay,
+            full.decay_steps if has_decay else nan,
+            full_left if has_decay else nan,
+            full.relaxation_steps if has_decay else nan,
+            no_injection,
+        ),
+        "adaptive": (not sgd, nan if sgd else bare.steps, nan if sgd else drift_left, nan, False),
+        "pipeline": (True, full.steps, full_left, nan, no_injection),
     }
     return rows, full
 
 
-def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, float, str]:
+def _linear_row(pipeline: Pipeline, alpha: float, tol: float) -> tuple[bool, float, float, str]:
     """Null-space / non-BN weights: the init component shrinks only by decay (``linear`` module).
 
-    With a schedule (``lr_multipliers``) the time is the first step at which the accumulated
-    e-folds sum_t -ln(1 - kappa_t) reach ``ln(|alpha - 1| / tol)``, kappa_t = lr_t (l2 / (1 - mu)
-    + wd) (``normalized.decay_rate``), ``inf`` if the run ends first.
+    Returns ``(acts, steps, memory_left, formula)``. The time is the first step at which the
+    accumulated e-folds sum_t -ln(1 - kappa_t) reach ``ln(|alpha - 1| / tol)``, kappa_t = lr_t (l2 /
+    (1 - mu) + wd) (``normalized.decay_rate``), ``inf`` if a schedule ends first; constant lr: the
+    closed form (:func:`~initmem.theory.linear.null_space_forgetting_time`). ``memory_left``:
+    ``exp(-sum_t -ln(1 - kappa_t))`` over the run, the fraction of the initial deviation left.
     """
     efolds = max(math.log(abs(alpha - 1.0) / tol), 0.0) if alpha != 1 else 0.0
     formula = "ln(|alpha-1|/tol) * e-fold time of (1 - lr (l2/(1-mu) + wd)) per step"
     sgd = pipeline.optimizer == "sgd"
     if not sgd and pipeline.l2 > 0:
-        return True, math.nan, "no closed form: Adam-family with coupled L2 (simulate)"
+        return True, math.nan, math.nan, "no closed form: Adam-family with coupled L2 (simulate)"
     acts = pipeline.l2 > 0 or pipeline.weight_decay > 0
     if not sgd:
         formula = "ln(|alpha-1|/tol) / -ln(1 - lr wd)"
+    momentum = pipeline.momentum if sgd else 0.0
+    lrs = pipeline.lrs
+    left = math.nan
+    if lrs is not None:
+        kappa = decay_rate(lrs, pipeline.l2, pipeline.weight_decay, momentum)
+        left = float(np.exp(-np.sum(-np.log1p(-np.atleast_1d(kappa)))))
     lr, mults = pipeline.time_schedule
     if mults is not None:
-        momentum = pipeline.momentum if sgd else 0.0
         kappa = decay_rate(lr * mults, pipeline.l2, pipeline.weight_decay, momentum)
         reached = np.cumsum(-np.log1p(-np.atleast_1d(kappa))) >= efolds
         steps = float(np.argmax(reached) + 1) if efolds > 0 and reached.any() else math.inf
-        return acts, (0.0 if efolds == 0 else steps), formula + " (over the schedule)"
-    if sgd:
-        e_fold = null_space_forgetting_time(
-            lr,
-            weight_decay=pipeline.l2,
-            momentum=pipeline.momentum,
-            decoupled_weight_decay=pipeline.weight_decay,
-        )
-        return acts, e_fold * efolds, formula
-    e_fold = null_space_forgetting_time(lr, decoupled_weight_decay=pipeline.weight_decay)
-    return acts, e_fold * efolds, formula
+        return acts, (0.0 if efolds == 0 else steps), left, formula + " (over the schedule)"
+    e_fold = null_space_forgetting_time(
+        lr, l2=pipeline.l2 if sgd else 0.0, momentum=momentum, weight_decay=pipeline.weight_decay
+    )
+    return acts, e_fold * efolds, left, formula
 
 
 def _head_row(
@@ -327,12 +367,18 @@ def _head_row(
     alpha: float,
     tol: float,
     *,
-    init_scale: float,
-    equilibrium: float | None,
+    logit_scale: float | None,
+    equilibrium_logit_scale: float | None,
     equilibrium_gain: float | None,
     both: bool,
 ):
-    """The head x last-BN-gain pair (:mod:`initmem.theory.logit_scale`): (prediction, steps, formula)."""
+    """The head x last-BN-gain pair (:mod:`initmem.theory.logit_scale`): (prediction, steps,
+    formula). ``logit_scale``: RMS logit at alpha = 1 at init (default 1);
+    ``equilibrium_logit_scale``: where the run settles (model (4); without it the decay-only
+    bound); ``equilibrium_gain``: RMS BN gain where the alpha = 1 run settles (Adam + coupled L2,
+    law (7)); ``both``: alpha scales the head and the BN gain (logits ~ alpha^2), else no law."""
+    init_scale = 1.0 if logit_scale is None else logit_scale
+    equilibrium = equilibrium_logit_scale
     if pipeline.optimizer != "sgd":
         return _adaptive_head_row(pipeline, alpha, tol, equilibrium_gain, both)
     if pipeline.l2 == 0 and pipeline.weight_decay == 0:
@@ -389,31 +435,55 @@ def _adaptive_head_row(pipeline: Pipeline, alpha: float, tol: float, equilibrium
     return True, steps, formula + (" (over the schedule)" if mults is not None else "")
 
 
-def _group_table(pipeline, bn_steps, linear, head):
-    """``ForgettingReport.groups`` and the group that forgets last (module docstring of report)."""
+def _group_table(pipeline, bn, linear, head):
+    """``ForgettingReport.groups`` and the group that forgets last (module docstring of report).
+
+    ``bn``: the pipeline row's ``(steps, memory_left, verdict)``; ``linear``: ``_linear_row``'s
+    tuple; ``head``: ``_head_row``'s."""
     head_pred, head_steps, head_formula = head
-    linear_acts, linear_steps, linear_formula = linear
+    _, linear_steps, linear_left, linear_formula = linear
+    scheduled = pipeline.time_schedule[1] is not None
+    no_decay = pipeline.l2 == 0 and pipeline.weight_decay == 0
     rows = [
-        ("bn_conv_weights", True, bn_steps, "the pipeline row (effective learning rate lr/|w|^2)"),
-        ("head_logit_scale", head_pred, head_steps, head_formula),
-        ("non_bn_weights", not math.isnan(linear_steps), linear_steps, linear_formula),
+        (
+            "bn_conv_weights",
+            True,
+            bn[0],
+            bn[2],
+            "the pipeline row (effective learning rate lr/|w|^2)",
+        ),
+        (
+            "head_logit_scale",
+            head_pred,
+            head_steps,
+            _verdict(head_steps, math.nan, never=no_decay, scheduled=scheduled),
+            head_formula,
+        ),
+        (
+            "non_bn_weights",
+            not math.isnan(linear_steps),
+            linear_steps,
+            _verdict(linear_steps, linear_left, never=no_decay, scheduled=scheduled),
+            linear_formula,
+        ),
         (
             "inner_bn_affine",
             False,
             math.nan,
+            "no prediction",
             "no prediction: inner BN gains/biases are neither scale-invariant nor a head pair "
             "(no closed form; their memory stays near 1 in the demo's runs)",
         ),
     ]
-    table = pd.DataFrame(rows, columns=["group", "prediction", "steps", "formula"])
+    table = pd.DataFrame(rows, columns=["group", "prediction", "steps", "verdict", "formula"])
     table.loc[~table.prediction, "steps"] = math.nan
+    table.loc[~table.prediction, "verdict"] = "no prediction"
     per_epoch = pipeline.steps_per_epoch
     table.insert(3, "epochs", table.steps / per_epoch if per_epoch else math.nan)
-    ranked = table.steps.where(table.prediction).rank(method="min")
-    table.insert(4, "rank", ranked)
+    table.insert(4, "rank", table.steps.where(table.prediction).rank(method="min"))
     predicted = table[table.prediction]
     last = "none" if predicted.empty else str(predicted.loc[predicted.steps.idxmax()].group)
-    return table[["group", "prediction", "steps", "epochs", "rank", "formula"]], last
+    return table[["group", "prediction", "steps", "epochs", "rank", "verdict", "formula"]], last
 
 
 def _tolerance(tol: float | None, initial: float) -> float:
@@ -469,9 +539,107 @@ def _accumulated(pipeline, fan_ins, init_sq_per_coord, inv_init_sq_per_coord) ->
 _FORMULAS = {
     "gradient_flow": "d|w|^2/dt = -2 <w, g> = 0",
     "sgd_noise": "|w|^4_T = |w|^4_0 + 2 (lr/(1-mu))^2 sum |g_hat|^2",
-    "explicit_decay": "-1 / ln(q): SGD 1/(4 lr lambda_eff) on |w|^4, AdamW 1/(2 lr wd) on |w|^2",
+    "explicit_decay": "relaxation from the equilibrium: -ln Q_T >= ln(|alpha^2p - 1| / |r - 1|) "
+    "((5) of normalized); e-fold time -1/ln(q): SGD 1/(4 lr lambda_eff), AdamW 1/(2 lr wd)",
     "adaptive": "|w|^2_T = |w|^2_0 + lr^2 d T (mean field with v's lag)",
 }
+
+
+def _check_inputs(pipeline, alpha, fan_ins, init_sq_per_coord, inv_init_sq_per_coord, **scales):
+    """Every argument of :func:`predict_forgetting` checked (one line naming it); the fan-ins."""
+    check_number("alpha", alpha, low=ALPHA_RANGE[0], high=ALPHA_RANGE[1])
+    check_number("lr", pipeline.lr, strict=True, high=LR_LIMIT)
+    for name, value in (
+        *scales.items(),
+        ("init_sq_per_coord", init_sq_per_coord),
+        ("inv_init_sq_per_coord", inv_init_sq_per_coord),
+    ):
+        if value is not None:
+            check_number(name, value, strict=True)
+    fan_ins = [int(check_number("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
+    if not fan_ins:
+        raise ValueError("fan_ins must name at least one BN-followed conv")
+    return fan_ins
+
+
+def _layer_table(pipeline, alpha, fan_ins, grad_sqs, init_sq_per_coord, tol):
+    """One row per (BN-conv fan-in, mechanism) and the pipeline's law (its formula)."""
+    per_layer, formula = [], ""
+    columns = ("acts", "steps", "memory_left", "e_fold_steps", "never")
+    for fan_in, grad_sq in zip(fan_ins, grad_sqs, strict=True):
+        rows, full = _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol)
+        formula = full.formula
+        for name, values in rows.items():
+            per_layer.append(
+                {"fan_in": fan_in, "mechanism": name, **dict(zip(columns, values, strict=True))}
+            )
+    return pd.DataFrame(per_layer), formula
+
+
+def _slowest(sub: pd.DataFrame, column: str) -> float:
+    """The slowest layer's value (the memory lasts until every layer has forgotten); NaN if any
+    layer has none."""
+    return float(sub[column].max()) if sub[column].notna().all() else math.nan
+
+
+def _mechanism_table(pipeline, layers, linear, formulas) -> pd.DataFrame:
+    """``ForgettingReport.table``: each mechanism's slowest layer, and ``linear_decay``."""
+    scheduled = pipeline.time_schedule[1] is not None
+    rows = []
+    for name in MECHANISMS:
+        if name == "linear_decay":
+            acts, steps, left, _ = linear
+            e_fold, never = math.nan, pipeline.l2 == 0 and pipeline.weight_decay == 0
+        else:
+            sub = layers[layers.mechanism == name]
+            acts, never = bool(sub.acts.iloc[0]), bool(sub.never.all())
+            steps, left = _slowest(sub, "steps"), _slowest(sub, "memory_left")
+            e_fold = _slowest(sub, "e_fold_steps")
+        rows.append(
+            {
+                "mechanism": name,
+                "acts": acts,
+                "steps": steps,
+                "epochs": steps / pipeline.steps_per_epoch
+                if pipeline.steps_per_epoch
+                else math.nan,
+                "memory_left": left,
+                "e_fold_steps": e_fold,
+                "verdict": _verdict(steps, left, never=never, scheduled=scheduled)
+                if acts
+                else "does not act",
+                "formula": formulas[name],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _dominant(table: pd.DataFrame) -> str:
+    """The acting competing mechanism with the shortest forgetting time (ties: the first of
+    :data:`COMPETING`); ``"none"`` when none forgets (within the run, with a schedule)."""
+    acting = table[table.mechanism.isin(COMPETING) & table.acts]
+    finite = acting[np.isfinite(acting.steps)]
+    return "none" if finite.empty else str(finite.loc[finite.steps.idxmin()].mechanism)
+
+
+def _assumptions(tol, tol_bn, grad_sq_unit, per_example_grad_sq_unit, grad_sqs, init_sq, fan_ins):
+    """``ForgettingReport.assumptions``: the criterion, the gradient scale and its source, the init."""
+    source = (
+        "given"
+        if grad_sq_unit is not None
+        else "per_example_grad_sq_unit / batch_size"
+        + ("" if per_example_grad_sq_unit is not None else " (placeholder 1.0 per example)")
+    )
+    return {
+        "forgetting": FORGETTING.name
+        if tol is None
+        else f"|ln eff_lr ratio| <= tol = {tol:g} (absolute)",
+        "tol": tol_bn,
+        "grad_sq_unit": float(np.max(grad_sqs)),
+        "grad_sq_unit_source": source,
+        "init_sq_per_coord": "1 / (3 fan_in)" if init_sq is None else init_sq,
+        "fan_ins": ",".join(str(f) for f in fan_ins),
+    }
 
 
 def predict_forgetting(
@@ -491,141 +659,48 @@ def predict_forgetting(
 ) -> ForgettingReport:
     """Predicted forgetting time of init scale ``alpha`` (vs 1) for every mechanism of ``pipeline``.
 
-    ``fan_ins``: coordinates per filter of each BatchNorm-followed conv (``c_in * k * k``; default
-    one 64-channel 3x3 conv); each mechanism's time is the slowest layer's (the memory lasts until
-    every layer has forgotten), per-layer values in ``layers``. ``init_sq_per_coord``: init variance
-    per coordinate at alpha = 1 (default ``1 / (3 fan_in)``, torch's default init).
-    ``inv_init_sq_per_coord``: mean over the BN-followed convs of ``d / |w_0|^2`` at alpha = 1, the
-    ``adam`` unit's init number (default: the mean over ``fan_ins`` of ``1 / init_sq_per_coord``;
-    ``initmem theory`` passes the value of the config's model at init, as the dry run does).
-    ``grad_sq_unit``: measured |g_hat|^2 per step per filter, one number or one per entry of
-    ``fan_ins`` (e.g. from a run's logs: ``initmem.bridge.predict.measured_grad_sq_unit``); else
-    ``per_example_grad_sq_unit / batch_size`` (a placeholder of 1 per example unless given, see
-    :func:`~initmem.theory.normalized.grad_sq_unit_estimate`). ``tol``: None (default) applies the
-    shared criterion (:data:`initmem.theory.criterion.FORGETTING`: norm memory at or below 1/e,
-    ``|ln eff_lr ratio| <= 2 |ln alpha| / e``); a number is an absolute threshold on
-    ``|ln eff_lr ratio|`` (and on the other groups' statistics) instead. Returns a
-    :class:`ForgettingReport` whose ``assumptions["forgetting"]`` names the criterion.
-
-    Cross-entropy groups (``ForgettingReport.groups``): the head x last-BN-gain pair forgets by
-    :mod:`~initmem.theory.logit_scale`'s model (4) with ``logit_scale`` (RMS logit at alpha = 1 at
-    init) and ``equilibrium_logit_scale`` (where the run settles; without it the decay-only
-    bound); ``head_and_bn_scaled``: alpha scales both (logits ~ alpha^2) or the head only (no
-    law: an explicit "no prediction" row). Adam
-    with coupled L2 (no decoupled decay, alpha on head and gain): law (7) of
-    :mod:`~initmem.theory.logit_scale` with ``equilibrium_gain`` (RMS BN gain where the alpha = 1
-    run settles; beta1 = 0.9 and the pipeline's ``beta2``); other Adam-family pipelines, and Adam
-    without ``equilibrium_gain``, get an explicit "no prediction" row with the reason. The inner
-    BN affine has no prediction (an explicit row); the others are ranked.
+    ``fan_ins``: coordinates per filter of each BN-followed conv; each mechanism's time is the
+    slowest layer's (``layers``: per layer). ``init_sq_per_coord``: init variance per coordinate at
+    alpha = 1 (default ``1 / (3 fan_in)``); ``inv_init_sq_per_coord``: mean ``d / |w_0|^2`` at
+    alpha = 1, the ``adam`` unit's. ``grad_sq_unit``: |g_hat|^2 per step per filter (one, or one
+    per fan-in), else ``per_example_grad_sq_unit / batch_size`` (placeholder 1 per example).
+    ``tol``: None, the shared criterion (norm memory <= 1/e); a number, an absolute threshold on
+    ``|ln eff_lr ratio|``. The head group's inputs: :func:`_head_row`. Parts, in order:
+    :func:`_layer_table`, :func:`_linear_row`, :func:`_mechanism_table`, :func:`_head_row`,
+    :func:`_group_table`, :func:`_dominant`.
     """
-    check_number("alpha", alpha, low=ALPHA_RANGE[0], high=ALPHA_RANGE[1])
-    check_number("lr", pipeline.lr, strict=True, high=LR_LIMIT)
-    for name, value in (
-        ("equilibrium_gain", equilibrium_gain),
-        ("logit_scale", logit_scale),
-        ("equilibrium_logit_scale", equilibrium_logit_scale),
-    ):
-        if value is not None:
-            check_number(name, value, strict=True)
-    fan_ins = [int(check_number("fan_ins", f, low=1.0)) for f in np.atleast_1d(fan_ins)]
-    if not fan_ins:
-        raise ValueError("fan_ins must name at least one BN-followed conv")
-    grad_sqs = _grad_sq_per_layer(pipeline, fan_ins, grad_sq_unit, per_example_grad_sq_unit)
-    shared = tol is None
-    if not shared:
-        tol = check_number("tol", tol, strict=True)
-    tol_bn = _tolerance(tol, 2.0 * math.log(alpha))
-
-    per_layer = []
-    formulas = dict(_FORMULAS)
-    for fan_in, grad_sq in zip(fan_ins, grad_sqs, strict=True):
-        rows, full = _layer_rows(pipeline, alpha, fan_in, init_sq_per_coord, grad_sq, tol_bn)
-        formulas["pipeline"] = full.formula
-        for name, (acts, steps, left) in rows.items():
-            per_layer.append(
-                {
-                    "fan_in": fan_in,
-                    "mechanism": name,
-                    "acts": acts,
-                    "steps": steps,
-                    "memory_left": left,
-                }
-            )
-    layers = pd.DataFrame(per_layer)
-
-    linear_acts, linear_steps, linear_formula = _linear_row(
-        pipeline, alpha, _tolerance(tol, alpha - 1.0)
-    )
-    formulas["linear_decay"] = linear_formula
-    table_rows = []
-    for name in MECHANISMS:
-        if name == "linear_decay":
-            acts, steps, left = linear_acts, linear_steps, math.nan
-        else:
-            sub = layers[layers.mechanism == name]
-            acts = bool(sub.acts.iloc[0])
-            steps = float(sub.steps.max()) if sub.steps.notna().all() else math.nan
-            left = float(sub.memory_left.max()) if sub.memory_left.notna().all() else math.nan
-        epochs = steps / pipeline.steps_per_epoch if pipeline.steps_per_epoch else math.nan
-        table_rows.append(
-            {
-                "mechanism": name,
-                "acts": acts,
-                "steps": steps,
-                "epochs": epochs,
-                "memory_left": left,
-                "formula": formulas[name],
-            }
-        )
-    table = pd.DataFrame(table_rows)
-
-    acting = table[table.mechanism.isin(COMPETING) & table.acts]
-    competing = acting[np.isfinite(acting.steps)]
-    left = acting[acting.memory_left.notna()]
-    if not competing.empty:
-        dominant = str(competing.loc[competing.steps.idxmin()].mechanism)
-    elif not left.empty:  # nothing forgets within the run: the one that erased most by its end
-        dominant = str(left.loc[left.memory_left.idxmin()].mechanism)
-    else:
-        dominant = "none"
-    overall = table.set_index("mechanism").loc["pipeline"]
-    accumulated = _accumulated(pipeline, fan_ins, init_sq_per_coord, inv_init_sq_per_coord)
-    assumptions = {
-        "forgetting": FORGETTING.name
-        if shared
-        else f"|ln eff_lr ratio| <= tol = {tol:g} (absolute)",
-        "tol": tol_bn,
-        "grad_sq_unit": float(np.max(grad_sqs)),
-        "grad_sq_unit_source": "given"
-        if grad_sq_unit is not None
-        else "per_example_grad_sq_unit / batch_size"
-        + ("" if per_example_grad_sq_unit is not None else " (placeholder 1.0 per example)"),
-        "init_sq_per_coord": "1 / (3 fan_in)" if init_sq_per_coord is None else init_sq_per_coord,
-        "fan_ins": ",".join(str(f) for f in fan_ins),
-    }
-    head = _head_row(
-        pipeline,
-        alpha,
-        _tolerance(tol, (2.0 if head_and_bn_scaled else 1.0) * math.log(alpha)),
-        init_scale=1.0 if logit_scale is None else logit_scale,
-        equilibrium=equilibrium_logit_scale,
+    head_in = dict(
+        logit_scale=logit_scale,
+        equilibrium_logit_scale=equilibrium_logit_scale,
         equilibrium_gain=equilibrium_gain,
-        both=head_and_bn_scaled,
     )
-    groups, forgets_last = _group_table(
-        pipeline, overall.steps, (linear_acts, linear_steps, linear_formula), head
-    )
+    init = (init_sq_per_coord, inv_init_sq_per_coord)
+    fan_ins = _check_inputs(pipeline, alpha, fan_ins, *init, **head_in)
+    grad_sqs = _grad_sq_per_layer(pipeline, fan_ins, grad_sq_unit, per_example_grad_sq_unit)
+    tol = None if tol is None else check_number("tol", tol, strict=True)
+    tol_bn = _tolerance(tol, 2.0 * math.log(alpha))
+    layers, law = _layer_table(pipeline, alpha, fan_ins, grad_sqs, init_sq_per_coord, tol_bn)
+    linear = _linear_row(pipeline, alpha, _tolerance(tol, alpha - 1.0))
+    formulas = {**_FORMULAS, "pipeline": law, "linear_decay": linear[3]}
+    table = _mechanism_table(pipeline, layers, linear, formulas)
+    overall = table.set_index("mechanism").loc["pipeline"]
+    head_tol = _tolerance(tol, (2.0 if head_and_bn_scaled else 1.0) * math.log(alpha))
+    head = _head_row(pipeline, alpha, head_tol, both=head_and_bn_scaled, **head_in)
+    bn = (overall.steps, overall.memory_left, overall.verdict)
+    groups, forgets_last = _group_table(pipeline, bn, linear, head)
+    sources = (grad_sq_unit, per_example_grad_sq_unit, grad_sqs)
     return ForgettingReport(
-        groups=groups,
-        forgets_last=forgets_last,
         alpha=float(alpha),
         table=table,
         layers=layers,
-        dominant=dominant,
+        dominant=_dominant(table),
         steps=float(overall.steps),
         epochs=None if not pipeline.steps_per_epoch else float(overall.epochs),
-        accumulated=accumulated,
-        assumptions=assumptions,
+        verdict=str(overall.verdict),
+        accumulated=_accumulated(pipeline, fan_ins, *init),
+        assumptions=_assumptions(tol, tol_bn, *sources, init_sq_per_coord, fan_ins),
+        groups=groups,
+        forgets_last=forgets_last,
     )
 
 

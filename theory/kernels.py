@@ -16,8 +16,9 @@ Sources:
 3. :func:`empirical_ntk`: the empirical kernels of any ``torch.nn.Module`` at its current weights via
    ``torch.func``, by Jacobian contraction or by NTK-vector products, in blocks of inputs; with
    :class:`ReLUMLP`, :func:`empirical_jacobian`, :func:`flat_parameters` and :func:`init_outputs` it
-   lives in :mod:`initmem.theory.empirical_kernels`, the only theory module that imports torch. Its
-   names are re-exported here on first use (PEP 562), so the closed forms import without torch.
+   lives in :mod:`initmem.theory.empirical_kernels`, the only theory module that imports torch (it
+   imports this module's :class:`Kernel`, never the other way, so the closed forms import without
+   torch; ``initmem.theory.empirical_ntk`` loads it on first use).
 
 Parameterization: "ntk", as in neural-tangents' ``stax.Dense``. A dense layer maps
 ``h -> W_std / sqrt(fan_in) * h @ W + b_std * b`` with ``W, b ~ N(0, 1)``; the input kernel is
@@ -27,29 +28,13 @@ averaged, so ``ntk = J(x1) J(x2)^T / k`` summed over the ``k`` outputs.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # the torch half, re-exported on first use by __getattr__ at the end
-    from .empirical_kernels import (
-        ReLUMLP,
-        empirical_jacobian,
-        empirical_ntk,
-        flat_parameters,
-        init_outputs,
-    )
-
 __all__ = [
     "Kernel",
-    "ReLUMLP",
-    "empirical_jacobian",
-    "empirical_ntk",
-    "flat_parameters",
-    "init_outputs",
     "relu_mlp_kernel",
     "relu_mlp_stax",
     "stax_kernel",
@@ -253,22 +238,3 @@ def stax_kernel(kernel_fn, x1, x2=None) -> Kernel:
     x2 = None if x2 is None else _as_inputs("x2", x2)
     k = kernel_fn(x1, x2, ("nngp", "ntk"))
     return Kernel(nngp=np.asarray(k.nngp), ntk=np.asarray(k.ntk))
-
-
-# --------------------------------------------------------------------------------------------
-# 3. Empirical kernels of a torch module: in initmem.theory.empirical_kernels, loaded on first use
-# --------------------------------------------------------------------------------------------
-
-_EMPIRICAL = ("ReLUMLP", "empirical_jacobian", "empirical_ntk", "flat_parameters", "init_outputs")
-
-
-def __getattr__(name: str):
-    """The torch half of this module's names, from :mod:`initmem.theory.empirical_kernels` (PEP 562)."""
-    if name in _EMPIRICAL:
-        # deferred: torch and torch.func load only for these names
-        return getattr(importlib.import_module("initmem.theory.empirical_kernels"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EMPIRICAL))

@@ -12,10 +12,10 @@ if 2-D, the data matrix ``X`` itself (its ``H`` is then diagonalized, eigenvalue
 
 Optimizer conventions are those of ``torch.optim`` (dampening 0, no Nesterov):
 
-- ``weight_decay``: coupled L2, added to the gradient as ``torch.optim.SGD`` does: g <- grad + lambda w.
+- ``l2``: coupled L2, added to the gradient as ``torch.optim.SGD`` does: g <- grad + lambda w.
 - ``momentum``: heavy ball as ``torch.optim.SGD``: buf <- mu buf + g (buf = g at the first step),
   w <- w - lr buf.
-- ``decoupled_weight_decay``: decay applied to the weights, not the gradient, as ``torch.optim.AdamW``
+- ``weight_decay``: decay applied to the weights, not the gradient, as ``torch.optim.AdamW``
   applies it ("SGDW"): w <- (1 - lr lambda_d) w - lr buf. Without momentum it is identical to
   coupled L2; with momentum it is not.
 
@@ -24,7 +24,7 @@ Units: ``steps`` are optimizer steps; "continuous time" is lr * steps, the time 
 The per-direction iteration (derivation)
 -----------------------------------------
 Write w_t, b~ for the components along an eigenvector of ``H`` with eigenvalue h, lambda for
-``weight_decay``, lambda_d for ``decoupled_weight_decay``, and u_t = -lr buf_{t-1} (u_0 = 0). Then
+``l2``, lambda_d for ``weight_decay``, and u_t = -lr buf_{t-1} (u_0 = 0). Then
 
     u_{t+1} = mu u_t - lr ((h + lambda) w_t - b~),     w_{t+1} = (1 - lr lambda_d) w_t + u_{t+1},
 
@@ -62,7 +62,6 @@ Null space (h = 0): without decay p(1) = 0, z = 1 is a root and the init compone
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,11 +71,9 @@ from .checks import check_data, check_momentum, check_number, check_steps
 
 __all__ = [
     "PredictorInitDependence",
-    "coupled_l2_alias",
     "flow_forgetting_times",
     "forgetting_table",
     "forgetting_times",
-    "forgetting_times_decoupled",
     "hessian_eigh",
     "init_contraction",
     "max_stable_lr",
@@ -140,25 +137,25 @@ def _as_eigenvalues(eigenvalues: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class _Pipeline:
     lr: float
-    weight_decay: float
+    l2: float
     momentum: float
-    decoupled_weight_decay: float
+    weight_decay: float
 
     @classmethod
-    def checked(cls, lr, weight_decay, momentum, decoupled_weight_decay) -> _Pipeline:
+    def checked(cls, lr, l2, momentum, weight_decay) -> _Pipeline:
         return cls(
             lr=check_number("lr", lr, strict=True),
-            weight_decay=check_number("weight_decay", weight_decay),
+            l2=check_number("l2", l2),
             momentum=check_momentum(momentum),
-            decoupled_weight_decay=check_number("decoupled_weight_decay", decoupled_weight_decay),
+            weight_decay=check_number("weight_decay", weight_decay),
         )
 
     def homogeneous_matrices(self, h: np.ndarray) -> np.ndarray:
         """(len(h), 2, 2) matrices of the map (w_t, u_t) -> (w_{t+1}, u_{t+1}), data term dropped."""
         lr, mu = self.lr, self.momentum
-        curvature = lr * (h + self.weight_decay)
+        curvature = lr * (h + self.l2)
         matrices = np.empty((h.size, 2, 2))
-        matrices[:, 0, 0] = 1.0 - lr * self.decoupled_weight_decay - curvature
+        matrices[:, 0, 0] = 1.0 - lr * self.weight_decay - curvature
         matrices[:, 0, 1] = mu
         matrices[:, 1, 0] = -curvature
         matrices[:, 1, 1] = mu
@@ -166,7 +163,7 @@ class _Pipeline:
 
     def flow_rate(self, h: np.ndarray) -> np.ndarray:
         """Gradient-flow forgetting rate r per unit of continuous time lr * t (module docstring)."""
-        return (h + self.weight_decay) / (1.0 - self.momentum) + self.decoupled_weight_decay
+        return (h + self.l2) / (1.0 - self.momentum) + self.weight_decay
 
     def log_spectral_radius(self, h: np.ndarray) -> np.ndarray:
         """ln(rho) per direction, accurate also when rho is within rounding of 1.
@@ -176,10 +173,10 @@ class _Pipeline:
         positive dominant root r uses 1 - r = p(1) / (1 - r_other), p(1) = 1 - tau + delta computed
         without cancellation, so that ln(r) = log1p(-(1 - r)) keeps full relative precision.
         """
-        lr, mu, lam_d = self.lr, self.momentum, self.decoupled_weight_decay
-        tau = 1.0 + mu - lr * (h + self.weight_decay + lam_d)
+        lr, mu, lam_d = self.lr, self.momentum, self.weight_decay
+        tau = 1.0 + mu - lr * (h + self.l2 + lam_d)
         delta = mu * (1.0 - lr * lam_d)
-        p_at_1 = lr * (h + self.weight_decay) + lr * lam_d * (1.0 - mu)
+        p_at_1 = lr * (h + self.l2) + lr * lam_d * (1.0 - mu)
         disc = tau**2 - 4.0 * delta
         out = np.empty_like(h)
         is_complex = disc < 0
@@ -200,13 +197,13 @@ class _Pipeline:
 
     def stability_message(self, h: float, log_rho: float) -> str:
         lr, mu = self.lr, self.momentum
-        load = h + self.weight_decay + (1.0 + mu) * self.decoupled_weight_decay
+        load = h + self.l2 + (1.0 + mu) * self.weight_decay
         bound = 2.0 * (1.0 + mu) / load
         return (
             f"lr={lr!r} diverges along the eigendirection with eigenvalue h={h:.6g} (spectral "
             f"radius {math.exp(log_rho):.6g} > 1). Stability needs "
-            "lr * (h + weight_decay + (1 + momentum) * decoupled_weight_decay) <= 2 * (1 + momentum)"
-            f" (and momentum * |1 - lr * decoupled_weight_decay| <= 1): lr <= {bound:.6g} here."
+            "lr * (h + l2 + (1 + momentum) * weight_decay) <= 2 * (1 + momentum)"
+            f" (and momentum * |1 - lr * weight_decay| <= 1): lr <= {bound:.6g} here."
         )
 
     def checked_log_spectral_radius(self, h: np.ndarray) -> np.ndarray:
@@ -226,26 +223,26 @@ class _Pipeline:
 def spectral_radii(
     eigenvalues: np.ndarray,
     lr: float,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     momentum: float = 0.0,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
 ) -> np.ndarray:
     """Spectral radius rho of the per-direction iteration of the init component (one per eigenvalue).
 
     rho = max |z| over the roots of z^2 - tau z + delta (module docstring); without momentum
-    rho = |1 - lr (h + weight_decay + decoupled_weight_decay)|. Values above 1 are returned as they
+    rho = |1 - lr (h + l2 + weight_decay)|. Values above 1 are returned as they
     are (no stability check): use it to see how far a step size is from stable.
     """
     h = _as_eigenvalues(eigenvalues)
-    pipeline = _Pipeline.checked(lr, weight_decay, momentum, decoupled_weight_decay)
+    pipeline = _Pipeline.checked(lr, l2, momentum, weight_decay)
     return np.exp(pipeline.log_spectral_radius(h))
 
 
 def max_stable_lr(
     eigenvalues: np.ndarray,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     momentum: float = 0.0,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
 ) -> float:
     """Largest lr with rho <= 1 along every direction: 2 (1 + mu) / (h_max + lambda + (1 + mu) lambda_d).
 
@@ -254,8 +251,8 @@ def max_stable_lr(
     ``inf`` when every eigenvalue and both decays are 0 (nothing can diverge).
     """
     h = _as_eigenvalues(eigenvalues)
-    _Pipeline.checked(1.0, weight_decay, momentum, decoupled_weight_decay)
-    load = float(h.max()) + weight_decay + (1.0 + momentum) * decoupled_weight_decay
+    _Pipeline.checked(1.0, l2, momentum, weight_decay)
+    load = float(h.max()) + l2 + (1.0 + momentum) * weight_decay
     return 2.0 * (1.0 + momentum) / load if load > 0 else math.inf
 
 
@@ -268,75 +265,38 @@ def forgetting_times(
     lr: float,
     l2: float = 0.0,
     momentum: float = 0.0,
-    *,
-    weight_decay: float | None = None,
+    weight_decay: float = 0.0,
 ) -> np.ndarray:
     """Steps for the init component along each eigendirection of H to shrink by a factor e.
 
-    Statement: GD (``torch.optim.SGD`` conventions) with coupled ``l2`` (lambda) and heavy-ball
-    ``momentum`` shrinks the init component along the eigendirection with eigenvalue h like rho^T,
-    rho the spectral radius of the companion matrix [[1 + mu - lr (h + lambda), -mu], [1, 0]]
-    (derivation in the module docstring). Returned: -1 / ln(rho) steps, exact for discrete steps
-    (without momentum the component is exactly (1 - lr (h + lambda))^T w_0; with momentum rho^T is
-    its asymptotic rate). ``inf`` where rho = 1 (null space without decay: kept forever); 0 where
-    rho = 0. Multiply by ``lr`` for continuous time.
+    Statement: GD (``torch.optim.SGD`` conventions) with coupled ``l2`` (lambda), heavy-ball
+    ``momentum`` and decoupled ``weight_decay`` (lambda_d) shrinks the init component along the
+    eigendirection with eigenvalue h like rho^T, rho the spectral radius of the companion matrix
+    [[1 + mu - lr (h + lambda), -mu (1 - lr lambda_d)], [1, 0]] with the decoupled decay on its
+    diagonal (derivation in the module docstring). Returned: -1 / ln(rho) steps, exact for discrete
+    steps (without momentum the component is exactly (1 - lr (h + lambda + lambda_d))^T w_0; with
+    momentum rho^T is its asymptotic rate). In the null space with decoupled decay only the init
+    component is exactly (1 - lr lambda_d)^T w_0 whatever the momentum. ``inf`` where rho = 1 (null
+    space without decay: kept forever); 0 where rho = 0. Multiply by ``lr`` for continuous time.
 
     Assumptions: full-batch GD on L(w) = |Xw - y|^2 / (2n) (minibatch SGD has the same null-space
     behaviour, see ``initmem.theory.simulate``). ``eigenvalues``: eigenvalues of H, or a data
     matrix X. Raises ValueError naming the stability bound where a direction diverges (rho > 1).
-    ``weight_decay``: deprecated alias of ``l2`` (the same coupled meaning; warns). Decoupled decay:
-    :func:`forgetting_times_decoupled`.
     """
-    l2 = check_number("l2", coupled_l2_alias(l2, weight_decay))
-    pipeline = _Pipeline.checked(lr, l2, momentum, 0.0)
-    return pipeline.forgetting_steps(_as_eigenvalues(eigenvalues))
-
-
-def coupled_l2_alias(l2: float, weight_decay: float | None) -> float:
-    """``l2``, or the deprecated keyword ``weight_decay`` in its old coupled meaning (warns).
-
-    ``forgetting_times`` of :mod:`linear` and :mod:`~initmem.theory.ntk` once called coupled L2
-    ``weight_decay``; the toolkit's ``weight_decay`` is decoupled (``RunConfig``), so the name moved
-    to ``l2``. Passing both is an error.
-    """
-    if weight_decay is None:
-        return l2
-    if l2 != 0.0:
-        raise ValueError("pass l2 only (weight_decay is its deprecated alias), not both")
-    warnings.warn(
-        "forgetting_times(weight_decay=...) is deprecated: the coupled L2 coefficient is now "
-        "called l2 (weight_decay means decoupled decay elsewhere in initmem); same meaning",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return check_number("weight_decay", weight_decay)
-
-
-def forgetting_times_decoupled(
-    eigenvalues: np.ndarray, lr: float, weight_decay: float = 0.0, momentum: float = 0.0
-) -> np.ndarray:
-    """As ``forgetting_times`` with decoupled weight decay (AdamW/"SGDW" convention), in steps.
-
-    w <- (1 - lr lambda) w - lr buf with buf <- mu buf + grad (the decay never enters the buffer).
-    Per direction the companion matrix is [[1 + mu - lr (h + lambda), -mu (1 - lr lambda)], [1, 0]];
-    in the null space the init component is exactly (1 - lr lambda)^T w_0 whatever the momentum, so
-    it is forgotten in -1 / ln(1 - lr lambda) ~ 1 / (lr lambda) steps. Without momentum this equals
-    ``forgetting_times`` with the same ``weight_decay``.
-    """
-    pipeline = _Pipeline.checked(lr, 0.0, momentum, weight_decay)
+    pipeline = _Pipeline.checked(lr, l2, momentum, weight_decay)
     return pipeline.forgetting_steps(_as_eigenvalues(eigenvalues))
 
 
 def flow_forgetting_times(
     eigenvalues: np.ndarray,
     lr: float,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     momentum: float = 0.0,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
 ) -> np.ndarray:
     """Gradient-flow limit of the forgetting times, in steps: 1 / (lr r), r = (h + lambda)/(1 - mu) + lambda_d.
 
-    The limit lr -> 0 of ``forgetting_times`` (resp. ``forgetting_times_decoupled``) at fixed
+    The limit lr -> 0 of ``forgetting_times`` (coupled ``l2``, decoupled ``weight_decay``) at fixed
     continuous time lr * t: the dominant root is 1 - lr r + O(lr^2) (module docstring), so the
     discrete time differs from this by a relative O(lr r) without momentum. With momentum the limit
     is reached only in the overdamped regime lr (h + lambda) << (1 - sqrt(mu))^2, with a relative
@@ -345,7 +305,7 @@ def flow_forgetting_times(
     1 / (h + lambda) without momentum. ``inf`` where r = 0.
     """
     h = _as_eigenvalues(eigenvalues)
-    pipeline = _Pipeline.checked(lr, weight_decay, momentum, decoupled_weight_decay)
+    pipeline = _Pipeline.checked(lr, l2, momentum, weight_decay)
     rate = pipeline.flow_rate(h)
     with np.errstate(divide="ignore"):
         return np.where(rate > 0, 1.0 / (lr * rate), np.inf)
@@ -353,44 +313,44 @@ def flow_forgetting_times(
 
 def null_space_forgetting_time(
     lr: float,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     momentum: float = 0.0,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
 ) -> float:
     """Steps for the init component in the null space of the data (h = 0) to shrink by a factor e.
 
     ``inf`` without decay (GD, momentum and minibatch SGD never touch it); with coupled L2 about
     (1 - mu) / (lr lambda) steps; with decoupled decay exactly -1 / ln(1 - lr lambda_d) steps.
     """
-    pipeline = _Pipeline.checked(lr, weight_decay, momentum, decoupled_weight_decay)
+    pipeline = _Pipeline.checked(lr, l2, momentum, weight_decay)
     return float(pipeline.forgetting_steps(np.zeros(1))[0])
 
 
 def forgetting_table(
     eigenvalues: np.ndarray,
     lr: float,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     momentum: float = 0.0,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
 ) -> pd.DataFrame:
     """One row per eigendirection: eigenvalue, spectral radius, forgetting times (steps and lr * t).
 
     Columns: ``eigenvalue``, ``spectral_radius``, ``forgetting_steps`` (exact, discrete),
-    ``flow_forgetting_steps`` (gradient-flow limit), ``forgetting_time`` and ``flow_forgetting_time``
+    ``flow_forgetting_steps`` (gradient-flow limit), ``forgetting_lr_time`` and ``flow_forgetting_lr_time``
     (the same in continuous time lr * steps).
     """
     h = _as_eigenvalues(eigenvalues)
-    pipeline = _Pipeline.checked(lr, weight_decay, momentum, decoupled_weight_decay)
+    pipeline = _Pipeline.checked(lr, l2, momentum, weight_decay)
     steps = pipeline.forgetting_steps(h)
-    flow_steps = flow_forgetting_times(h, lr, weight_decay, momentum, decoupled_weight_decay)
+    flow_steps = flow_forgetting_times(h, lr, l2, momentum, weight_decay)
     return pd.DataFrame(
         {
             "eigenvalue": h,
             "spectral_radius": np.exp(pipeline.log_spectral_radius(h)),
             "forgetting_steps": steps,
             "flow_forgetting_steps": flow_steps,
-            "forgetting_time": lr * steps,
-            "flow_forgetting_time": lr * flow_steps,
+            "forgetting_lr_time": lr * steps,
+            "flow_forgetting_lr_time": lr * flow_steps,
         }
     )
 
@@ -403,9 +363,9 @@ def init_contraction(
     eigenvalues: np.ndarray,
     lr: float,
     steps: float,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     momentum: float = 0.0,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
 ) -> np.ndarray:
     """Factor c_T per eigendirection: the init component after T steps is c_T times its start.
 
@@ -415,7 +375,7 @@ def init_contraction(
     without decay; ValueError where it does not exist (rho = 1 at the stability edge) or diverges.
     """
     h = _as_eigenvalues(eigenvalues)
-    pipeline = _Pipeline.checked(lr, weight_decay, momentum, decoupled_weight_decay)
+    pipeline = _Pipeline.checked(lr, l2, momentum, weight_decay)
     steps = check_steps(steps)
     log_rho = pipeline.checked_log_spectral_radius(h)
     if steps == np.inf:
@@ -468,9 +428,9 @@ def predictor_init_dependence(
     steps: float,
     *,
     x_query: np.ndarray | None = None,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     momentum: float = 0.0,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
 ) -> PredictorInitDependence:
     """Closed form of the trained linear predictor's dependence on the init scale alpha.
 
@@ -494,7 +454,7 @@ def predictor_init_dependence(
     x_query = X if x_query is None else np.asarray(x_query, dtype=np.float64)
     if x_query.ndim != 2 or x_query.shape[1] != d:
         raise ValueError(f"x_query must have shape (m, {d}), got {x_query.shape}")
-    pipeline = _Pipeline.checked(lr, weight_decay, momentum, decoupled_weight_decay)
+    pipeline = _Pipeline.checked(lr, l2, momentum, weight_decay)
     steps = check_steps(steps)
 
     h, V = hessian_eigh(X)
@@ -503,7 +463,7 @@ def predictor_init_dependence(
     log_rho = pipeline.checked_log_spectral_radius(h)
     if steps == np.inf:
         contraction = _limit_of_contraction(pipeline, h, log_rho)
-        rate = h + weight_decay + (1.0 - momentum) * decoupled_weight_decay
+        rate = h + l2 + (1.0 - momentum) * weight_decay
         safe = np.where(rate > 0, rate, 1.0)
         data_coords = np.where(rate > 0, b / safe, 0.0)
     else:

@@ -560,9 +560,7 @@ def forgetting_times(
     separable or partly separable data), or when lr is unstable along a direction.
     """
     h = _local_eigenvalues(X, y, l2, momentum, weight_decay)
-    table = linear.forgetting_table(
-        h, lr, weight_decay=l2, momentum=momentum, decoupled_weight_decay=weight_decay
-    )
+    table = linear.forgetting_table(h, lr, l2=l2, momentum=momentum, weight_decay=weight_decay)
     return table.forgetting_steps.to_numpy()
 
 
@@ -571,9 +569,7 @@ def forgetting_table(
 ) -> pd.DataFrame:
     """:func:`forgetting_times` as a table, with the gradient-flow limit (linear's columns)."""
     h = _local_eigenvalues(X, y, l2, momentum, weight_decay)
-    return linear.forgetting_table(
-        h, lr, weight_decay=l2, momentum=momentum, decoupled_weight_decay=weight_decay
-    )
+    return linear.forgetting_table(h, lr, l2=l2, momentum=momentum, weight_decay=weight_decay)
 
 
 @dataclass(frozen=True)

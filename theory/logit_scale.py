@@ -151,6 +151,7 @@ import math
 import numpy as np
 
 from .checks import check_integer, check_momentum, check_number
+from .criterion import FORGETTING
 
 __all__ = [
     "HEAD_ONLY_REFUSAL",
@@ -254,8 +255,18 @@ def _check_both(both) -> bool:
     return True
 
 
+def _tolerance(alpha: float, tol: float | None) -> float:
+    """``tol`` when given (absolute); None: the shared criterion on the logit scale's log-ratio,
+    which starts at ``2 ln alpha`` (alpha on the head and the BN gain): one e-fold of it,
+    ``2 |ln alpha| / e`` (:data:`initmem.theory.criterion.FORGETTING`), the tolerance
+    ``predict_forgetting`` passes for this group."""
+    if tol is not None:
+        return check_number("tol", tol, strict=True)
+    return FORGETTING.tolerance(2.0 * math.log(alpha)) if alpha != 1.0 else FORGETTING.level
+
+
 def required_log_contraction(
-    alpha, *, init_scale=1.0, equilibrium_scale=None, both=True, tol=0.1
+    alpha, *, init_scale=1.0, equilibrium_scale=None, both=True, tol=None
 ) -> float:
     """-ln u: how far (in e-folds of q = (1 - kappa)^2) the init's logits must shrink, model (4).
 
@@ -263,11 +274,11 @@ def required_log_contraction(
     alpha^k - 1), k = 2 (``both`` must be True: head only has no law, ValueError). Without s* (``equilibrium_scale=None``) the decay-only value, (4) with s* = s_0:
     u = (r - 1) / (alpha^k - 1), -ln u = ln(|alpha^k - 1| / |r - 1|); an upper bound on (4)'s value
     whenever s* >= s_0, for every alpha (derived here: the denominator s* - (s* - s_0) u is >= s_0).
-    0 when alpha^k is within ``tol`` of 1. Lr-free: divide by -ln q per step (or accumulate it over
+    0 when alpha^k is within ``tol`` of 1 (``tol`` None: the shared criterion, :func:`_tolerance`). Lr-free: divide by -ln q per step (or accumulate it over
     a schedule).
     """
     alpha = check_number("alpha", alpha, strict=True)
-    tol = check_number("tol", tol, strict=True)
+    tol = _tolerance(alpha, tol)
     s0 = check_number("init_scale", init_scale, strict=True)
     _check_both(both)
     s_eq = (
@@ -296,7 +307,7 @@ def logit_scale_forgetting_steps(
     init_scale=1.0,
     equilibrium_scale=None,
     both=True,
-    tol=0.1,
+    tol=None,
 ) -> float:
     """Steps until |ln(s_T(alpha) / s_T(1))| <= tol under SGD with decay: model (4).
 
@@ -307,7 +318,8 @@ def logit_scale_forgetting_steps(
     ValueError saying why). ``inf`` without decay (the balance and, for practical horizons, the
     logit scale keep alpha: module docstring). Accuracy, measured over a panel of 16 random
     feature draws (module docstring): the measured time is 0.44-1.28 of this at alpha = 2,
-    0.60-1.11 at alpha = 4, 0.69-1.05 at alpha = 8.
+    0.60-1.11 at alpha = 4, 0.69-1.05 at alpha = 8 (at tol 0.1). ``tol`` None: the shared
+    criterion, ``2 |ln alpha| / e`` (:func:`_tolerance`), as ``predict_forgetting`` passes it.
     """
     needed = required_log_contraction(
         alpha, init_scale=init_scale, equilibrium_scale=equilibrium_scale, both=both, tol=tol
@@ -380,7 +392,7 @@ def adam_logit_scale_forgetting_steps(
     weight_decay=0.0,
     init_gain=1.0,
     betas=(0.9, 0.999),
-    tol=0.1,
+    tol=None,
     lr_multipliers=None,
     max_steps=10**6,
 ) -> float:
@@ -395,12 +407,13 @@ def adam_logit_scale_forgetting_steps(
     trained BN MLP: an upper bound, measured 0.70-0.72 of T. Derived here; its first phase is the
     linear transient (alpha gamma_0 - gamma*) / lr of the adaptive heuristic, the rest v's lag.
 
+    ``tol`` None: ``2 |ln alpha| / e``, the value ``predict_forgetting`` passes (:func:`_tolerance`).
     Raises ``ValueError`` outside the law's regime: ``l2 == 0`` (Adam without decay forgets only
     algebraically) or ``weight_decay > 0`` (AdamW: no law, module docstring).
     """
     alpha = check_number("alpha", alpha, strict=True)
     lr = check_number("lr", lr, strict=True)
-    tol = check_number("tol", tol, strict=True)
+    tol = _tolerance(alpha, tol)
     gamma0 = check_number("init_gain", init_gain, strict=True)
     gamma_eq = check_number("equilibrium_gain", equilibrium_gain, strict=True)
     if check_number("l2", l2) == 0:

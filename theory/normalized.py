@@ -142,7 +142,8 @@ and the memory, the log-ratio of effective learning rates between init scales al
 
 which starts at ``2 ln alpha`` and decays to 0 as the alpha-independent injection ``S_T`` outgrows
 ``alpha^(2p) z_0``. *Forgetting time*: the first T with ``|m_T| <= tol`` (natural-log units; default
-0.1, effective learning rates within about 10%), i.e. ``S_T >= K = z_0 (alpha^(2p) - r) / (r - 1)``
+the shared criterion of :mod:`initmem.theory.criterion`, ``tol = |2 ln alpha| / e``: norm memory at
+or below 1/e, one default for every function here and for ``predict_forgetting``), i.e. ``S_T >= K = z_0 (alpha^(2p) - r) / (r - 1)``
 with ``r = exp(+-p tol)``. For constant q, D: ``T = ln(1 + K (1 - q) / D) / (-ln q)``, and
 ``T = K / D`` without decay. So T grows like alpha^4 (SGD) or alpha^2 (Adam) without decay, and
 only like ``ln(alpha) / (lr lambda)`` with it. Units: optimizer steps (epochs = steps /
@@ -157,23 +158,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_number
+from .checks import OPTIMIZERS, check_number, check_optimizer
+from .criterion import FORGETTING
 from .units import HEAVY_BALL
 
-#: Optimizers the laws cover (``RunConfig.optimizer``'s names); the simulators import this.
-OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
-#: Default memory tolerance: |ln(eff_lr(alpha) / eff_lr(1))| <= 0.1 counts as forgotten.
-DEFAULT_TOL = 0.1
 #: Placeholder for the per-example trace of the gradient covariance at unit filter norm, used when
 #: no measured |g_hat|^2 is given (then G = this / batch_size). Supply a measured value where known.
 DEFAULT_PER_EXAMPLE_GRAD_SQ_UNIT = 1.0
 
 
-def check_optimizer(optimizer: str) -> str:
-    """One of :data:`OPTIMIZERS` (ValueError naming the allowed values otherwise)."""
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} (got {optimizer!r})")
-    return optimizer
+def log_ratio_tolerance(alpha: float, tol: float | None = None) -> float:
+    """The absolute tolerance on ``|ln(eff_lr(alpha) / eff_lr(1))|``: ``tol`` when given, else the
+    shared criterion's, ``|2 ln alpha| / e`` (:data:`initmem.theory.criterion.FORGETTING`: norm
+    memory at or below 1/e). Every forgetting time of this module defaults to it, as
+    :func:`initmem.theory.forgetting.predict_forgetting` does."""
+    check_number("alpha", alpha, strict=True)
+    if tol is not None:
+        return check_number("tol", tol, strict=True)
+    if alpha == 1.0:
+        return FORGETTING.level  # nothing to forget: any positive tolerance gives time 0
+    return FORGETTING.tolerance(2.0 * math.log(alpha))
 
 
 # ------------------------------------------------------------------------------ one-step identities
@@ -476,8 +480,9 @@ class NormLaw:
         top = np.logaddexp(2 * p * np.log(alpha) + log_z0, log_s)
         return (top - np.logaddexp(log_z0, log_s)) / p
 
-    def forgetting_steps(self, alpha, init_norm_sq, tol=DEFAULT_TOL) -> float:
-        """First step T with ``|m_T(alpha)| <= tol`` (module docstring); ``inf`` if never.
+    def forgetting_steps(self, alpha, init_norm_sq, tol=None) -> float:
+        """First step T with ``|m_T(alpha)| <= tol`` (module docstring); ``inf`` if never (or, with
+        a schedule, not within it). ``tol`` None: the shared criterion (:func:`log_ratio_tolerance`).
 
         Constant law: ``ln(1 + K (1 - q) / D) / (-ln q)`` (``K / D`` for q = 1), with
         ``K = z_0 (alpha^(2p) - r) / (r - 1)``, ``r = exp(sign(ln alpha) p tol)``; a real number
@@ -486,7 +491,7 @@ class NormLaw:
         """
         check_number("alpha", alpha, strict=True)
         check_number("init_norm_sq", init_norm_sq, strict=True)
-        check_number("tol", tol, strict=True)
+        tol = log_ratio_tolerance(alpha, tol)
         p = self.power
         if abs(2.0 * math.log(alpha)) <= tol:
             return 0.0
@@ -704,8 +709,10 @@ class AdaptiveMeanField:
             out[:, ~early] = np.exp(sol.y[: xs.shape[1]])
         return out
 
-    def forgetting_steps(self, alpha, init_norm_sq, tol=DEFAULT_TOL, max_steps=1e12) -> float:
-        """First time (steps) with ``|ln(|w(alpha)|^2 / |w(1)|^2)| <= tol``; ``inf`` if never.
+    def forgetting_steps(self, alpha, init_norm_sq, tol=None, max_steps=1e12) -> float:
+        """First time (steps) with ``|ln(|w(alpha)|^2 / |w(1)|^2)| <= tol``; ``inf`` if never (or,
+        with a schedule, not within it). ``tol`` None: the shared criterion
+        (:func:`log_ratio_tolerance`).
 
         Runs the exact recursion for :attr:`discrete_steps`, then integrates the runs at ``alpha``
         and 1 together on a doubling horizon up to ``max_steps`` (or the end of the schedule).
@@ -715,7 +722,7 @@ class AdaptiveMeanField:
 
         check_number("alpha", alpha, strict=True)
         check_number("init_norm_sq", init_norm_sq, strict=True)
-        check_number("tol", tol, strict=True)
+        tol = log_ratio_tolerance(alpha, tol)
         if abs(2.0 * math.log(alpha)) <= tol:
             return 0.0
         xs, y = self._discrete([alpha**2 * init_norm_sq, init_norm_sq])
@@ -730,7 +737,9 @@ class AdaptiveMeanField:
         stop = min(max_steps, self.horizon)
         start, window = float(len(xs) - 1), 1.0 / (1.0 - self.beta2)
         while start < stop:
-            end = min(start + window, stop)
+            # a last window shorter than a step (1 / (1 - b2) rounds below 1000) joins this one:
+            # LSODA refuses a span of a few ulps
+            end = stop if start + window > stop - 1.0 else start + window
             sol = solve_ivp(
                 self._rhs, (start, end), y, method="LSODA", rtol=1e-8, atol=1e-10, events=event
             )
@@ -767,19 +776,56 @@ class AdaptiveMeanField:
         return root, (-1.0 / slope if slope < 0 else math.inf)
 
 
+# ------------------------------------------------------------- explicit decay's own time (5)
+def decay_forgetting_steps(alpha, log_contraction, power, tol=None) -> float:
+    """Explicit decay's own forgetting time (5), in steps: the relaxation from the equilibrium.
+
+    Statement (derived here). Start both runs at the alpha-independent equilibrium ``z*`` of the
+    law ``z' = q z + D`` (``z = |w|^(2p)``), the alpha run at ``alpha^(2p) z*``. The excess relaxes as
+    ``z_T(alpha) - z* = (alpha^(2p) - 1) z* Q_T`` (``Q_T = prod q_t``), so the memory
+    ``m_T = (1/p) ln(1 + (alpha^(2p) - 1) Q_T)`` reaches ``tol`` once
+
+        -ln Q_T >= ln(|alpha^(2p) - 1| / |r - 1|),    r = exp(sign(ln alpha) p tol).             (5)
+
+    This is the time the decay itself needs, whatever the drift that sets ``z*``; the drift's own
+    time is the law without decay. Both are forgetting times of the same criterion, so the faster
+    one names the dominant mechanism (:func:`initmem.theory.forgetting.predict_forgetting`).
+    ``log_contraction``: ``ln q_t``, one number (constant lr: ``T = needed / -ln q``, a real number)
+    or one per step (a schedule: the first whole step reaching it, ``inf`` if the schedule ends
+    first). ``inf`` without decay (``ln q = 0``). ``tol`` None: the shared criterion.
+    Assumptions: the law's mean field (q, D the same for both runs).
+    """
+    tol = log_ratio_tolerance(alpha, tol)
+    p = check_number("power", power, strict=True)
+    log_q = np.asarray(log_contraction, dtype=np.float64)
+    if np.any(np.isnan(log_q)) or np.any(log_q > 0):
+        raise ValueError(f"log_contraction must be <= 0 (got {log_contraction!r})")
+    if abs(2.0 * math.log(alpha)) <= tol:
+        return 0.0
+    r = math.exp(math.copysign(p * tol, math.log(alpha)))
+    needed = math.log(abs(alpha ** (2 * p) - 1.0) / abs(r - 1.0))
+    if log_q.ndim == 0:
+        return math.inf if log_q == 0 else needed / -float(log_q)
+    reached = np.flatnonzero(np.cumsum(-log_q) >= needed)
+    return float(reached[0] + 1) if reached.size else math.inf
+
+
 # --------------------------------------------------------------------------- predicted forgetting
 @dataclass(frozen=True)
 class NormalizedForgetting:
     """Predicted forgetting of alpha for one scale-invariant weight group under one pipeline.
 
-    ``steps`` the forgetting time (optimizer steps; ``inf``: never), ``epochs`` (``steps /
-    steps_per_epoch``, None when not given), ``relaxation_steps`` the e-folding time of the decay
-    (``inf`` without), ``equilibrium_norm_sq`` (``inf`` without decay), ``formula`` the law used,
+    ``steps`` the forgetting time (optimizer steps; ``inf``: never, or with a schedule not within
+    it), ``epochs`` (``steps / steps_per_epoch``, None when not given), ``decay_steps`` explicit
+    decay's own forgetting time (5) (:func:`decay_forgetting_steps`, over the schedule when one is
+    given; ``inf`` without decay), ``relaxation_steps`` the e-folding time of the decay
+    (``inf`` without; constant lr), ``equilibrium_norm_sq`` (``inf`` without decay), ``formula`` the law used,
     ``law`` the :class:`NormLaw` (None for the mean-field case).
     """
 
     steps: float
     epochs: float | None
+    decay_steps: float
     relaxation_steps: float
     equilibrium_norm_sq: float
     init_norm_sq: float
@@ -842,7 +888,7 @@ def normalized_forgetting(
     init_sq_per_coord: float | None = None,
     grad_sq_unit: float | None = None,
     per_example_grad_sq_unit: float | None = None,
-    tol: float = DEFAULT_TOL,
+    tol: float | None = None,
     steps_per_epoch: int | None = None,
     lr_multipliers=None,
 ) -> NormalizedForgetting:
@@ -859,7 +905,9 @@ def normalized_forgetting(
       ``law`` is then the closed-form limit :func:`adaptive_norm_law` (None with coupled l2, which
       has no closed form). Adam and AdamW ignore ``momentum``; ``beta2`` is RMSprop's smoothing.
 
-    Forgetting: the first step with ``|ln(eff_lr(alpha) / eff_lr(1))| <= tol`` (module docstring).
+    Forgetting: the first step with ``|ln(eff_lr(alpha) / eff_lr(1))| <= tol`` (module docstring);
+    ``tol`` None (default): the shared criterion, norm memory at or below 1/e
+    (:func:`log_ratio_tolerance`), the same as :func:`initmem.theory.forgetting.predict_forgetting`.
     ``lr_multipliers`` (one per step) applies a schedule: the time is then the first step within
     the schedule that reaches it, ``inf`` if none. ``relaxation_steps`` and ``equilibrium_norm_sq``
     are for the constant ``lr``. Units: steps; epochs when ``steps_per_epoch`` is given.
@@ -881,16 +929,16 @@ def normalized_forgetting(
     )
     grad_sq = grad_sq_unit_estimate(batch_size, grad_sq_unit, per_example_grad_sq_unit)
 
+    lrs = lr if mults is None else lr * mults
     if optimizer == "sgd":
         law = sgd_norm_law(lr, grad_sq, momentum=momentum, l2=l2, weight_decay=weight_decay)
-        peak = lr * (1.0 if mults is None else float(np.max(mults)))
+        peak = float(np.max(lrs))
         _warn_large_sgd_step(peak, momentum, grad_sq, min(alpha**2, 1.0) * init_norm_sq)
         relaxation, equilibrium = law.relaxation_steps(), law.equilibrium_norm_sq()
         if mults is not None:
-            law = sgd_norm_law(
-                lr * mults, grad_sq, momentum=momentum, l2=l2, weight_decay=weight_decay
-            )
+            law = sgd_norm_law(lrs, grad_sq, momentum=momentum, l2=l2, weight_decay=weight_decay)
         steps = law.forgetting_steps(alpha, init_norm_sq, tol)
+        log_q = np.log(law.contraction)
         formula = law.formula
     else:
         rms_momentum = momentum if optimizer == "rmsprop" else 0.0
@@ -909,13 +957,21 @@ def normalized_forgetting(
         equilibrium, relaxation = field.equilibrium()
         law = None
         formula = "mean field (|w|^2, v): d|w|^2/dt = lr^2 d E[g^2/v] - 2 lr l2 <w, w/sqrt(v)>"
+        # the relaxation's rate scales with lr_t (the coupled-L2 case: its constant-lr e-fold time)
+        log_q = -(np.asarray(lrs) / lr) / relaxation if math.isfinite(relaxation) else 0.0
         if l2 == 0:
             law = adaptive_norm_law(lr, fan_in, momentum=rms_momentum, weight_decay=weight_decay)
             formula = "mean field (|w|^2, v) -> |w|^2' = (1 - lr wd)^2 |w|^2 + lr^2 d"
+            log_q = 2.0 * np.log1p(-np.asarray(lrs) * weight_decay)
+    power = 2 if optimizer == "sgd" else 1
+    decay_steps = (
+        decay_forgetting_steps(alpha, log_q, power, tol) if l2 or weight_decay else math.inf
+    )
     epochs = None if steps_per_epoch is None else steps / steps_per_epoch
     return NormalizedForgetting(
         steps=float(steps),
         epochs=epochs,
+        decay_steps=float(decay_steps),
         relaxation_steps=float(relaxation),
         equilibrium_norm_sq=float(equilibrium),
         init_norm_sq=float(init_norm_sq),
@@ -927,7 +983,6 @@ def normalized_forgetting(
 __all__ = [
     "AdaptiveMeanField",
     "DEFAULT_PER_EXAMPLE_GRAD_SQ_UNIT",
-    "DEFAULT_TOL",
     "LargeStepWarning",
     "MomentumNormState",
     "NormLaw",
@@ -940,10 +995,12 @@ __all__ = [
     "adaptive_norm_sq_after_steps",
     "angular_update",
     "check_optimizer",
+    "decay_forgetting_steps",
     "decay_rate",
     "effective_lr",
     "equilibrium_angular_update",
     "grad_sq_unit_estimate",
+    "log_ratio_tolerance",
     "momentum_state_after_step",
     "norm_sq_after_step",
     "normalized_forgetting",

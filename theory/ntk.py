@@ -27,28 +27,57 @@ What survives. At ``t = inf`` the test prediction is ``K_xX K^-1 y + m(x)`` with
 ``m(x) = f0(x) - K_xX K^-1 f0(X)``: the part of the initial function the training set cannot see. It
 is linear in ``f0``, so it is never forgotten by gradient descent, and its variance over random
 initializations scales as ``alpha^2`` when ``f0`` is scaled by ``alpha`` (:func:`memory_variance`).
-Weight decay toward zero erases it at rate ``lr * weight_decay`` per step
-(:func:`linearized_weight_decay_mse`, :func:`forgetting_times`).
+Coupled L2 toward zero (``l2``) erases it at rate ``lr * l2`` per step in the *linearized* model
+(:func:`linearized_l2_mse`, :func:`forgetting_times`).
+
+The lazy term of a deep network under decay: the depth factor (derived here)
+----------------------------------------------------------------------------
+A network positively homogeneous of degree ``L`` in its weights, ``f(x; c theta) = c^L f(x; theta)``
+for ``c > 0`` (a bias-free ReLU MLP with ``L`` weight layers), has ``J(x; c theta) = c^(L-1) J(x;
+theta)`` and, by Euler's identity, ``J(x; theta_0) theta_0 = L f_0(x)``. In the lazy regime (``J``
+fixed at its init) write ``theta_t = c_t theta_0 + J(X)^T a_t``. A step with per-step decay rate
+``kappa_t`` (coupled L2 ``lr_t l2 / (1 - mu)`` with heavy-ball momentum mu, mean field; decoupled
+decay ``lr_t weight_decay``) and the loss gradient ``J(X)^T r_t / N`` (in the row space of ``J``)
+gives ``c_{t+1} = (1 - kappa_t) c_t``: the loss gradient moves only ``a``. Linearizing around
+``c_t theta_0``, ``f_t(x) = c_t^L f_0(x) + c_t^(L-1) K(x, X) a_t``, and the second part lies in the
+span of the kernel sections, so the memory term ``m_t(x) = f_t(x) - K_xX K^-1 f_t(X)`` is
+
+    m_t = c_t^L m_0,    |m_t| / |m_0| = prod_{s<t} (1 - kappa_s)^L ~ exp(-L sum_s kappa_s).      (L1)
+
+A depth-``L`` net's lazy memory decays ``L`` times faster than the linearized model's ``h(0) =
+prod (1 - kappa_s)`` says: ``exp(-2 t / tau)`` for two layers, ``exp(-3 t / tau)`` for three
+(``tau = 1 / kappa``); the linearization sees only ``1 + L (c - 1)``, the first order of ``c^L``.
+With a schedule the sum runs over the per-step rates. Forgotten (memory at or below 1/e, the shared
+criterion) at the first step ``T`` with ``L sum_{s<T} -ln(1 - kappa_s) >= 1``: :func:`lazy_forgetting`.
+Assumptions: lazy regime (``J`` fixed: wide networks, checked against float64 simulations of 2- and
+3-layer ReLU nets in ``tests/theory/test_ntk_lazy_depth.py``), SGD-type updates in the row space of
+``J``. Adam-family updates are preconditioned, leave that row space and move ``m`` too: (L1) with
+their decoupled decay is then the decay's part only; with coupled L2 Adam divides the decay by
+``sqrt(v)``: no closed form (NaN).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_number
+from .checks import check_number, check_optimizer
+from .criterion import FORGETTING
 from .kernels import Kernel
-from .linear import coupled_l2_alias
 
 __all__ = [
     "ForgettingTimes",
     "Gaussian",
+    "LazyForgetting",
+    "homogeneity_degree",
+    "lazy_forgetting",
     "forgetting_times",
     "gradient_descent_mse",
     "gradient_descent_mse_discrete",
     "gradient_descent_mse_ensemble",
-    "linearized_weight_decay_mse",
+    "linearized_l2_mse",
     "memory_term",
     "memory_variance",
 ]
@@ -137,7 +166,7 @@ def _null_tol(w: np.ndarray) -> float:
 
 
 def _factors(
-    w: np.ndarray, lr: float, t: float, size: int, weight_decay: float, discrete: bool
+    w: np.ndarray, lr: float, t: float, size: int, l2: float, discrete: bool
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-eigenmode multipliers of the linearized dynamics after time t (steps).
 
@@ -147,18 +176,16 @@ def _factors(
     ``d(w) = (h(w) - h(0)) / w`` (its limit ``h'(0)`` at ``w = 0``) and ``h0 = h(0)``, the multiplier
     of parameter directions that the training outputs do not see.
     """
-    h, d, h0 = _factors_over_times(
-        w, lr, np.array([t], dtype=np.float64), size, weight_decay, discrete
-    )
+    h, d, h0 = _factors_over_times(w, lr, np.array([t], dtype=np.float64), size, l2, discrete)
     return h[0], d[0], float(h0[0])
 
 
 def _factors_over_times(
-    w: np.ndarray, lr: float, t: np.ndarray, size: int, weight_decay: float, discrete: bool
+    w: np.ndarray, lr: float, t: np.ndarray, size: int, l2: float, discrete: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_factors` at every time of the 1-d array ``t`` at once: ``h``, ``d`` of shape
     ``(T, n)`` and ``h0`` of shape ``(T,)`` (one row per time)."""
-    lam, inv_n = weight_decay, 1.0 / size
+    lam, inv_n = l2, 1.0 / size
     null = w <= _null_tol(w)
     h = np.ones((t.size, w.size))
     d = np.zeros((t.size, w.size))
@@ -172,7 +199,7 @@ def _factors_over_times(
             worst = np.abs(a - lr * w[~null] * inv_n)
             if worst.size and np.max(worst) >= 1.0:
                 raise ValueError(
-                    f"lr = {lr} is too large for t = inf: |1 - lr*weight_decay - lr*w/N| reaches "
+                    f"lr = {lr} is too large for t = inf: |1 - lr*l2 - lr*w/N| reaches "
                     f"{np.max(worst):.3g} >= 1 (w: largest kernel eigenvalue, N = y_train.size), "
                     "so discrete gradient descent does not converge"
                 )
@@ -232,22 +259,22 @@ def _linearized(
     y_train,
     lr,
     t,
-    weight_decay,
+    l2,
     f0_train,
     f0_test,
     jtheta0_train,
     jtheta0_test,
     discrete: bool,
 ):
-    """Shared engine of the MSE predictors (see :func:`linearized_weight_decay_mse`)."""
+    """Shared engine of the MSE predictors (see :func:`linearized_l2_mse`)."""
     y = _targets(y_train)
     n = y.shape[0]
     w, v = _eigh_train(k_train_train, n)
     k_xX = _test_kernel("k_test_train", k_test_train, n)
     lr = check_number("lr", lr)
-    lam = check_number("weight_decay", weight_decay)
+    lam = check_number("l2", l2)
     if discrete and lr * lam >= 1.0:
-        raise ValueError(f"lr * weight_decay must be < 1 for discrete steps, got {lr * lam}")
+        raise ValueError(f"lr * l2 must be < 1 for discrete steps, got {lr * lam}")
     t = _times("steps" if discrete else "t", t, integer=discrete)
     f0_X = _like("f0_train", f0_train, y.shape)
     u_X = f0_X if jtheta0_train is None else _like("jtheta0_train", jtheta0_train, y.shape)
@@ -348,12 +375,12 @@ def gradient_descent_mse_discrete(
     )
 
 
-def linearized_weight_decay_mse(
+def linearized_l2_mse(
     k_train_train,
     k_test_train,
     y_train,
     lr: float,
-    weight_decay: float,
+    l2: float,
     t,
     f0_train=None,
     f0_test=None,
@@ -364,12 +391,12 @@ def linearized_weight_decay_mse(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Linearized network trained on MSE with weight decay toward zero, closed form (exact).
 
-    Not in neural-tangents. Loss ``||f(X) - y||^2 / (2N) + weight_decay * ||theta||^2 / 2`` on the
+    Not in neural-tangents. Loss ``||f(X) - y||^2 / (2N) + l2 * ||theta||^2 / 2`` on the
     linearized model ``f_lin(x; theta) = g(x) + J(x) theta`` with ``g = f0 - J theta_0``: the decay
     pulls ``theta`` to zero, not to ``theta_0``, so the dynamics do not close on ``f`` and ``K``
     alone. They do close on two functions: the *offset* ``g`` (untouched by training) and the
     *parameter-carried* part ``u = J theta_0`` (pass ``jtheta0_*``; see
-    :func:`initmem.theory.kernels.init_outputs`; ``None`` means ``u = f0``, a model linear in its
+    :func:`initmem.theory.empirical_kernels.init_outputs`; ``None`` means ``u = f0``, a model linear in its
     parameters such as random features or a linear model, where ``g = 0``).
 
     Derivation (parameter space, ``A = J^T J / N + lambda I``, ``K = J J^T``):
@@ -382,20 +409,20 @@ def linearized_weight_decay_mse(
     - ``f_train(t) = g_X + K (I - h(K)) c + h(K) u_X``
     - ``f_test(t)  = g_x + K_xX (I - h(K)) c + h(0) u_x + K_xX [(h(K) - h(0)) K^-1] u_X``
 
-    where ``h(0) = exp(-lr weight_decay t)`` (or ``(1 - lr weight_decay)^t``) is the factor on the
+    where ``h(0) = exp(-lr l2 t)`` (or ``(1 - lr l2)^t``) is the factor on the
     component of ``theta_0`` outside the row space of ``J``: the memory of the initialization at test
-    points fades as ``h(0)`` (forgetting time ``1 / (lr weight_decay)`` steps), while with
-    ``weight_decay = 0`` it is kept forever. At ``t = inf`` (weight_decay > 0) the predictor is kernel
-    ridge regression of ``y - g_X`` with ridge ``N weight_decay``, plus the offset ``g``.
+    points fades as ``h(0)`` (forgetting time ``1 / (lr l2)`` steps), while with
+    ``l2 = 0`` it is kept forever. At ``t = inf`` (l2 > 0) the predictor is kernel
+    ridge regression of ``y - g_X`` with ridge ``N l2``, plus the offset ``g``.
 
     Args:
       k_train_train, k_test_train, y_train, f0_train, f0_test: as :func:`gradient_descent_mse`.
-      lr: learning rate, >= 0. weight_decay: L2 coefficient lambda, >= 0 (``lr * lambda < 1`` for
+      lr: learning rate, >= 0. l2: L2 coefficient lambda, >= 0 (``lr * lambda < 1`` for
         discrete steps).
       t: steps, >= 0 (continuous time ``lr * t``), scalar or array; ``numpy.inf`` allowed.
       jtheta0_train, jtheta0_test: ``J theta_0`` at the training / test inputs, shapes as f0.
       discrete: ``False`` for gradient flow, ``True`` for ``t`` plain gradient-descent steps
-        (``torch.optim.SGD(lr, weight_decay=lambda)`` without momentum).
+        (``torch.optim.SGD(lr, weight_decay=lambda)``, torch's coupled L2, without momentum).
 
     Returns:
       ``(f_train, f_test)`` as :func:`gradient_descent_mse`.
@@ -406,7 +433,7 @@ def linearized_weight_decay_mse(
         y_train,
         lr,
         t,
-        weight_decay,
+        l2,
         f0_train,
         f0_test,
         jtheta0_train,
@@ -597,11 +624,10 @@ def forgetting_times(
     *,
     y_train_size: int | None = None,
     discrete: bool = False,
-    weight_decay: float | None = None,
 ) -> ForgettingTimes:
     """How many steps the linearized model takes to forget its initialization, per mode.
 
-    From :func:`linearized_weight_decay_mse` (coupled L2 ``l2`` = lambda): the init enters the
+    From :func:`linearized_l2_mse` (coupled L2 ``l2`` = lambda): the init enters the
     outputs through ``h(w)`` on a training eigenmode with NTK eigenvalue ``w`` and through ``h(0)``
     on the unseen part, so the e-folding times are ``1 / (lr (lambda + w / N))`` for gradient flow,
     ``-1 / log|1 - lr lambda - lr w / N|`` for discrete steps, and for the unseen part
@@ -610,10 +636,8 @@ def forgetting_times(
     that reaches a few units, whatever the data. Without decay the unseen part is never forgotten
     (``inf``). A discrete mode with |1 - lr lambda - lr w / N| > 1 diverges: ValueError naming the
     stability bound ``lr <= 2 / (lambda + w_max / N)``, as :func:`initmem.theory.linear.forgetting_times`
-    does. ``N = y_train_size`` (default: n, one output). ``weight_decay``: deprecated alias of
-    ``l2`` (the same coupled meaning; warns).
+    does. ``N = y_train_size`` (default: n, one output).
     """
-    l2 = coupled_l2_alias(l2, weight_decay)
     k = _array("k_train_train", k_train_train, (2,))
     n = k.shape[0]
     w, _ = _eigh_train(k, n)
@@ -645,3 +669,101 @@ def forgetting_times(
     np.divide(1.0, rates, out=modes, where=rates > 0)
     null = 1.0 / null_rate if null_rate > 0 else np.inf
     return ForgettingTimes(eigenvalues=w, mode_steps=modes, null_space_steps=float(null))
+
+
+# --------------------------------------------------------------------------------------------
+# The lazy term of a depth-L network under decay: (L1)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LazyForgetting:
+    """The lazy memory term's forgetting under decay, (L1) of the module docstring.
+
+    ``steps``: the first step at which the memory ``|m_t| / |m_0|`` is at or below 1/e (optimizer
+    steps; ``inf`` when no decay acts (``never``), or when the schedule ends first; NaN: no closed
+    form); ``memory_left``: the memory at the end of the schedule (NaN without one);
+    ``e_fold_steps``: ``1 / (depth * kappa)`` at the peak rate (``inf`` without decay); ``never``:
+    no decay acts, so no schedule erases it; ``formula``: the law used.
+    """
+
+    steps: float
+    memory_left: float
+    e_fold_steps: float
+    never: bool
+    formula: str
+
+
+def lazy_forgetting(
+    lr: float,
+    *,
+    depth: float,
+    l2: float = 0.0,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    optimizer: str = "sgd",
+    lr_multipliers=None,
+) -> LazyForgetting:
+    """When a depth-``depth`` network's lazy memory term forgets its init under decay: (L1).
+
+    Memory after ``T`` steps ``prod_{t<T} (1 - kappa_t)^depth``, ``kappa_t = lr_t (l2 / (1 - mu) +
+    weight_decay)`` (``mu`` = ``momentum`` for the heavy-ball optimizers SGD and RMSprop, 0 for Adam /
+    AdamW; coupled ``l2``, decoupled ``weight_decay``); forgotten at the first step where it is at
+    or below 1/e (the shared criterion). ``lr_multipliers``: the schedule, one factor per step (the
+    time is then the first step within it, ``inf`` if it ends first, and ``memory_left`` the memory
+    at its end); None: constant ``lr``, ``steps = 1 / (depth * -ln(1 - kappa))`` (a real number).
+    ``depth``: the effective degree, real, from :func:`homogeneity_degree` (the degree of
+    homogeneity of the network in the decayed weights: ``L`` for ``L`` weight layers of a bias-free
+    ReLU MLP; any positive real number for a network that is not homogeneous). Adam-family with coupled ``l2``: NaN (no closed form). Units: steps.
+    Derived here (module docstring, (L1)); tested against float64 simulations of 2- and 3-layer nets.
+    """
+    check_optimizer(optimizer)
+    lr = check_number("lr", lr, strict=True)
+    depth = check_number("depth", depth, strict=True)
+    l2 = check_number("l2", l2)
+    weight_decay = check_number("weight_decay", weight_decay)
+    momentum = check_number("momentum", momentum, high=1.0)
+    mults = None if lr_multipliers is None else check_number("lr_multipliers", lr_multipliers)
+    formula = f"memory = prod_t (1 - lr_t (l2/(1-mu) + wd))^{depth:.4g}, forgotten at 1/e (L1)"
+    if optimizer != "sgd" and l2 > 0:
+        reason = "no closed form: an adaptive optimizer divides coupled L2 by sqrt(v)"
+        return LazyForgetting(math.nan, math.nan, math.nan, False, reason)
+    mu = momentum if optimizer == "sgd" else 0.0  # decoupled decay never enters a buffer
+    rate = l2 / (1.0 - mu) + weight_decay
+    lrs = lr * (np.ones(1) if mults is None else np.atleast_1d(mults))
+    kappa = lrs * rate
+    if np.any(kappa >= 1.0):
+        raise ValueError(
+            "lr is unstable for the decay: lr * (l2 / (1 - momentum) + weight_decay) must be < 1 "
+            f"(got {np.max(kappa):.4g})"
+        )
+    log_decay = -depth * np.log1p(-kappa)  # e-folds of the memory per step
+    peak = float(np.max(log_decay))
+    e_fold = math.inf if peak == 0 else 1.0 / peak
+    needed = -math.log(FORGETTING.level)
+    if mults is None:
+        return LazyForgetting(e_fold * needed, math.nan, e_fold, rate == 0, formula)
+    total = np.cumsum(log_decay)
+    reached = np.flatnonzero(total >= needed)
+    steps = float(reached[0] + 1) if reached.size else math.inf
+    return LazyForgetting(steps, float(np.exp(-total[-1])), e_fold, rate == 0, formula)
+
+
+def homogeneity_degree(f0, jtheta0) -> float:
+    """The ``depth`` of (L1) for any network: ``<J theta_0, f_0> / |f_0|^2`` over the outputs given.
+
+    Euler's identity (derived here, as (L1)): a network positively homogeneous of degree ``L`` in
+    the decayed weights has ``J(x) theta_0 = L f_0(x)`` exactly (``L`` weight layers of a bias-free
+    ReLU MLP), so this returns ``L``. For any other network the decay ``theta -> c theta`` changes
+    the outputs by ``(c - 1) J theta_0`` to first order, and this least-squares ratio is the rate,
+    per unit of ``-ln c``, at which it scales ``f_0``: the effective degree to pass to
+    :func:`lazy_forgetting`. ``f0``, ``jtheta0``: the outputs and their parameter-carried part
+    (:func:`initmem.theory.empirical_kernels.init_outputs`, with only the decayed parameters
+    trainable), the same shape; NaN when ``f0`` is zero.
+    """
+    f = _array("f0", f0, (1, 2))
+    u = _array("jtheta0", jtheta0, (1, 2))
+    if u.shape != f.shape:
+        raise ValueError(f"jtheta0 must have the shape of f0 {f.shape}, got {u.shape}")
+    norm_sq = float(np.sum(f * f))
+    return math.nan if norm_sq == 0 else float(np.sum(u * f)) / norm_sq

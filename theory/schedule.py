@@ -1,8 +1,9 @@
-"""A run's schedule: per-step learning-rate factors, schedule checks, and momentum-free sums.
+"""A run's schedule: per-step learning-rate factors and schedule checks.
 
 Accumulated regularization, the unit in which forgetting is counted, is defined once in
-:mod:`initmem.theory.units` (momentum and the init's ``d / |w_0|^2`` included);
-:func:`accumulated_regularization` here is its deprecated momentum-free special case.
+:mod:`initmem.theory.units` (momentum and the init's ``d / |w_0|^2`` included); the momentum-free
+sums below are its special case ``mu = 0``, ``d / |w_0|^2 = 1``
+(:func:`initmem.theory.units.accumulated_units`).
 
 The forgetting laws of :mod:`initmem.theory.normalized` depend on a pipeline only through sums over
 optimizer steps t of the per-step learning rate ``lr_t`` and decay ``lambda_t``:
@@ -28,81 +29,22 @@ per-step factors of ``lr``, exactly as the trainer applies them (the trainer ind
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
-from .checks import check_integer
-from .units import unit_increments
-
 SCHEDULES = ("constant", "step", "cosine")
-
-
-def _per_step(name: str, values, length: int | None = None) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.ndim > 1:
-        raise ValueError(f"{name} must be a number or a 1-d sequence, one entry per step")
-    if length is not None and arr.ndim == 1 and arr.shape[0] != length:
-        raise ValueError(f"{name} must have one entry per step: {length} (got {arr.shape[0]})")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name} must be finite and >= 0")
-    return arr
-
-
-def accumulated_regularization(lrs, weight_decays, batch_size: int) -> dict[str, float]:
-    """Deprecated: momentum-free sums; use :func:`initmem.theory.units.accumulated_units`.
-
-    Accumulated explicit regularization and SGD / Adam noise scales of a per-step schedule, without
-    momentum's ``1 / (1 - mu)`` and the init's ``d / |w_0|^2``: for a heavy-ball pipeline these are
-    not the accumulated regularization that ``initmem theory``, the dry run, the bridge and the study
-    report (a factor ``1 / (1 - mu)`` on ``explicit`` with coupled L2, ``1 / (1 - mu)^2`` on the
-    noise). Warns (DeprecationWarning) and keeps its old numbers.
-
-    ``lrs``: learning rate at each optimizer step (1-d); ``weight_decays``: the decay coefficient
-    lambda_t at each step (1-d of the same length, or one number for all steps; for a pipeline with
-    both, pass ``l2 + weight_decay``: each contracts w by ``lr_t * lambda`` per step);
-    ``batch_size`` b. Returns ``{"explicit": sum lr_t lambda_t, "sgd_noise": sum lr_t^2 / b,
-    "adam": sum lr_t^2, "steps": T}`` (module docstring). All dimensionless except ``adam``
-    (squared weight units per coordinate) and ``steps``. This is the special case ``mu = 0``,
-    ``d / |w_0|^2 = 1`` of :func:`initmem.theory.units.unit_increments`, the one definition of every
-    unit of forgetting (momentum and the init norm included), which computes it.
-    """
-    warnings.warn(
-        "initmem.theory.accumulated_regularization is deprecated: it leaves out momentum and the "
-        "init's d / |w_0|^2; use initmem.theory.units.accumulated_units(lrs, optimizer=..., "
-        "batch_size=..., steps_per_epoch=..., momentum=..., l2=..., weight_decay=...), the one "
-        "definition that initmem theory, the dry run and the bridge use",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    lrs = _per_step("lrs", lrs)
-    if lrs.ndim != 1 or lrs.size == 0:
-        raise ValueError("lrs must be a non-empty 1-d sequence, one learning rate per step")
-    decays = _per_step("weight_decays", weight_decays, len(lrs))
-    check_integer("batch_size", batch_size)
-    # the special case mu = 0, d / |w_0|^2 = 1 of the one definition; with a per-step lambda_t the
-    # explicit increment lr_t * lambda_t is the unit's ``explicit`` with l2 = lambda_t at each step
-    units = unit_increments(
-        lrs, optimizer="adam", batch_size=batch_size, steps_per_epoch=1, inv_init_sq_per_coord=1.0
-    )
-    return {
-        "explicit": float(np.sum(lrs * decays)),
-        "sgd_noise": float(np.sum(units["sgd_noise"])),
-        "adam": float(np.sum(units["adam"])),
-        "steps": len(lrs),
-    }
 
 
 def check_schedule(
     epochs: float,
     schedule: str = "constant",
     warmup_epochs: float = 0.0,
-    step_milestones=(),
+    milestone_epochs=(),
 ) -> None:
     """Check a schedule against the run's length in epochs (fractional when given in steps).
 
     ``schedule`` must be one of :data:`SCHEDULES`; ``warmup_epochs`` in ``[0, epochs]`` (a longer
-    warmup never reaches the full ``lr``); ``step_milestones`` positive epochs. Raises ValueError
+    warmup never reaches the full ``lr``); ``milestone_epochs`` positive epochs. Raises ValueError
     naming the field and its allowed range. ``RunConfig`` and :func:`lr_multipliers` call it.
     """
     if not (isinstance(epochs, (int, float, np.integer, np.floating)) and epochs > 0):
@@ -114,8 +56,8 @@ def check_schedule(
             f"warmup_epochs must be in [0, {epochs:g}] (the run's epochs; a longer warmup never "
             f"reaches the full lr) (got {warmup_epochs!r})"
         )
-    if any(not (math.isfinite(m) and m > 0) for m in step_milestones):
-        raise ValueError(f"step_milestones must be positive epochs (got {list(step_milestones)})")
+    if any(not (math.isfinite(m) and m > 0) for m in milestone_epochs):
+        raise ValueError(f"milestone_epochs must be positive epochs (got {list(milestone_epochs)})")
 
 
 #: The longest schedule expanded per step (a bound set before allocating: 8 bytes per step and
@@ -129,7 +71,7 @@ def lr_multipliers(
     schedule: str = "constant",
     *,
     warmup_epochs: float = 0.0,
-    step_milestones=(),
+    milestone_epochs=(),
     step_gamma: float = 0.1,
 ) -> np.ndarray:
     """Per-step factors multiplying ``lr`` (length ``total_steps``), the trainer's schedule.
@@ -142,7 +84,7 @@ def lr_multipliers(
     for name, value in (("total_steps", total_steps), ("steps_per_epoch", steps_per_epoch)):
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer (got {value!r})")
-    check_schedule(total_steps / steps_per_epoch, schedule, warmup_epochs, step_milestones)
+    check_schedule(total_steps / steps_per_epoch, schedule, warmup_epochs, milestone_epochs)
     if not 0 < step_gamma <= 1:
         raise ValueError(f"step_gamma must satisfy 0 < step_gamma <= 1 (got {step_gamma!r})")
     if total_steps > MAX_SCHEDULE_STEPS:
@@ -156,7 +98,7 @@ def lr_multipliers(
     if schedule == "constant":
         factors = np.ones(len(steps))
     elif schedule == "step":
-        milestones = np.asarray(step_milestones, dtype=np.float64) * steps_per_epoch
+        milestones = np.asarray(milestone_epochs, dtype=np.float64) * steps_per_epoch
         passed = (steps[:, None] >= milestones[None, :]).sum(axis=1)
         factors = step_gamma**passed
     else:
@@ -170,7 +112,6 @@ def lr_multipliers(
 __all__ = [
     "MAX_SCHEDULE_STEPS",
     "SCHEDULES",
-    "accumulated_regularization",
     "check_schedule",
     "lr_multipliers",
 ]

@@ -110,28 +110,28 @@ def simulate_least_squares(
     steps: int,
     *,
     batch_size: int | None = None,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     momentum: float = 0.0,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
     seed: int = 0,
     record_every: int = 1,
 ) -> Trajectory:
     """GD (``batch_size=None``) or minibatch SGD on L = |Xw - y|^2 / (2n), recorded.
 
     Update (``torch.optim.SGD`` with dampening 0, plus AdamW-style decoupled decay):
-    g = grad_B(w) + weight_decay * w; buf = momentum * buf + g (buf = g at the first step);
-    w = (1 - lr * decoupled_weight_decay) * w - lr * buf.
+    g = grad_B(w) + l2 * w; buf = momentum * buf + g (buf = g at the first step);
+    w = (1 - lr * weight_decay) * w - lr * buf.
     """
     X, y, w = _check_least_squares(X, y, w0)
     lr, steps, record_every = _check_run(lr, steps, record_every)
     batch_size = _check_batch_size(batch_size, X.shape[0])
-    weight_decay = check_number("weight_decay", weight_decay)
+    l2 = check_number("l2", l2)
     momentum = check_momentum(momentum)
-    decay = 1.0 - lr * check_number("decoupled_weight_decay", decoupled_weight_decay)
+    decay = 1.0 - lr * check_number("weight_decay", weight_decay)
     buf = np.zeros_like(w)
     recorded_steps, records = [0], [w.copy()]
     for step, rows in enumerate(_batches(X.shape[0], batch_size, steps, seed), start=1):
-        g = _least_squares_gradient(X[rows], y[rows], w) + weight_decay * w
+        g = _least_squares_gradient(X[rows], y[rows], w) + l2 * w
         buf = momentum * buf + g
         w = decay * w - lr * buf
         if _is_recorded(step, steps, record_every):
@@ -150,11 +150,11 @@ def simulate_adam_least_squares(
     batch_size: int | None = None,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
-    decoupled_weight_decay: float = 0.0,
+    weight_decay: float = 0.0,
     seed: int = 0,
     record_every: int = 1,
 ) -> Trajectory:
-    """Adam (AdamW with ``decoupled_weight_decay``) on least squares, as ``torch.optim.AdamW``.
+    """Adam (AdamW with ``weight_decay``) on least squares, as ``torch.optim.AdamW``.
 
     Per step t = 1, 2, ...: w <- (1 - lr lambda_d) w; m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
     w <- w - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
@@ -169,7 +169,7 @@ def simulate_adam_least_squares(
     if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
         raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
     eps = check_number("eps", eps, strict=True)
-    decay = 1.0 - lr * check_number("decoupled_weight_decay", decoupled_weight_decay)
+    decay = 1.0 - lr * check_number("weight_decay", weight_decay)
     m = np.zeros_like(w)
     v = np.zeros_like(w)
     recorded_steps, records = [0], [w.copy()]
@@ -286,7 +286,7 @@ def simulate_deep_linear(
     lr: float,
     steps: int,
     *,
-    weight_decay: float = 0.0,
+    l2: float = 0.0,
     batch_size: int | None = None,
     seed: int = 0,
     record_every: int = 1,
@@ -300,7 +300,7 @@ def simulate_deep_linear(
     X, Y = check_xy(weights, X, Y)
     lr, steps, record_every = _check_run(lr, steps, record_every)
     batch_size = _check_batch_size(batch_size, X.shape[0])
-    shrink = 1.0 - lr * check_number("weight_decay", weight_decay)
+    shrink = 1.0 - lr * check_number("l2", l2)
     recorded_steps, records = [0], [[W.copy() for W in weights]]
     for step, rows in enumerate(_batches(X.shape[0], batch_size, steps, seed), start=1):
         grads = deep_linear_gradients(weights, X[rows], Y[rows])

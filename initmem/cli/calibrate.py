@@ -5,8 +5,8 @@
 
 ``SOURCE``: a sweep folder (its design, and the seed noise measured in it), a sweep file or a preset
 name (its design, the stated default noise). Draws ``--replicas`` synthetic sweeps of the design under
-each truth (accumulated regularization, epochs, neither; :mod:`initmem.bridge.synthetic`), scores every
-verdict of the study (:mod:`initmem.bridge.calibrate`) and prints and writes (``--out``, CSV) the tidy
+each truth (accumulated regularization, epochs, neither; :mod:`initmem.bridge.study.synthetic`), scores every
+verdict of the study (:mod:`initmem.bridge.study.calibrate`) and prints and writes (``--out``, CSV) the tidy
 tables: ``rates.csv`` (truth x verdict x said -> rate, Wilson interval), ``errors.csv`` (truth x
 verdict -> rate wrong) and, with ``--power``, ``power.csv`` (seeds x pipelines multipliers 1, 2, 4).
 """
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from initmem.bridge import calibrate, synthetic
+    from initmem.bridge.study import calibrate, synthetic
 
     for name in ("replicas", "n_boot", "every", "power_replicas", "workers"):
         if getattr(args, name) < 1:
@@ -145,7 +145,7 @@ def _with_flags(truths, args):
     """The truths with the noise and scale flags applied (None: all defaults and no flag)."""
     import dataclasses
 
-    from initmem.bridge import synthetic
+    from initmem.bridge.study import synthetic
 
     values = {
         "sigma_norm": args.sigma_norm,

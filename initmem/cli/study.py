@@ -15,7 +15,7 @@ the sweep took and at what load from the folder's own records (``sessions.jsonl`
 with the sweep), then to 200 and 0.
 
 A sweep whose runs train more than one model (the ``architectures`` preset) gets the architectures
-study instead (:mod:`initmem.bridge.architectures`: per architecture and pipeline the spread with its
+study instead (:mod:`initmem.bridge.study.architectures`: per architecture and pipeline the spread with its
 null, the norm memory where defined, the pre-registered predictions against what was measured, and a
 verdict per architecture), written the same way (``--doc docs/architectures.md``; its tables
 ``cells.csv`` and ``predictions.csv`` under ``--out``); ``--kind`` chooses explicitly.
@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="N",
         help="calibrate the unit decision on N synthetic sweeps of this design per truth "
-        "(initmem.bridge.calibrate; about 0.1 s each for 12 pipelines; default: the sweep file's "
+        "(initmem.bridge.study.calibrate; about 0.1 s each for 12 pipelines; default: the sweep file's "
         "[study] calibrate, else 0: off, and a verdict for epochs says cannot tell)",
     )
     parser.add_argument(
@@ -91,10 +91,10 @@ def run(args: argparse.Namespace) -> int:
     from urllib.parse import quote
 
     from initmem.bridge import BridgeDataError
-    from initmem.bridge.architectures import is_architecture_sweep
-    from initmem.bridge.framing import reproduce_command, study_settings
     from initmem.bridge.study import unit_study
-    from initmem.bridge.study_plots import save_study_figures
+    from initmem.bridge.study.architectures import is_architecture_sweep
+    from initmem.bridge.study.figures import save_study_figures
+    from initmem.bridge.study.framing import reproduce_command, study_settings
     from initmem.empirical.sweep import SweepError as SweepFolderError
     from initmem.empirical.sweep import sweep_status
 
@@ -164,12 +164,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def architectures(args, sweep_dir, tables, doc, status, start) -> int:
-    """The architectures study of the folder (:mod:`initmem.bridge.architectures`), its document
+    """The architectures study of the folder (:mod:`initmem.bridge.study.architectures`), its document
     and tables; prints the verdict per architecture."""
     import time
 
-    from initmem.bridge.architectures import architecture_study
-    from initmem.bridge.framing import reproduce_command
+    from initmem.bridge.study.architectures import architecture_study
+    from initmem.bridge.study.framing import reproduce_command
 
     study = architecture_study(sweep_dir)
     study.notes += folder_notes(sweep_dir, status)

@@ -90,6 +90,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "each builds the model and its NTK on 16 images: seconds for small models, about a "
         "minute for a full-width ResNet on 2 cores)",
     )
+    run.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="--dry-run without the gradient-scale probe (no torch): only the G-free proxy of "
+        "theory.units, labelled so (the probe: 8 minibatches at init per model, data, batch and "
+        "alpha; seconds)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=run_command)
 
@@ -130,7 +137,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.file, args.overrides)
         if args.dry_run:
-            _print_plan(spec, progress=not args.quiet)
+            _print_plan(spec, progress=not args.quiet, probe=not args.no_probe)
             print(
                 f"pre-registered predictions: {args.out}/predictions/<variant>/predictions.csv "
                 "(index predictions/index.csv), written before the first run trains"
@@ -180,9 +187,11 @@ def preregister(sweep_dir):
     return write
 
 
-def _print_plan(spec, *, progress: bool) -> None:
+def _print_plan(spec, *, progress: bool, probe: bool = True) -> None:
     """Validate every run (streamed: bounded memory on any grid), count them per variant and print the
-    design in units of forgetting (one entry per pipeline)."""
+    design in units of forgetting (one entry per pipeline); with ``probe``, beside it the
+    normalized-weight laws' prediction with G probed at each alpha
+    (:func:`initmem.bridge.probe.sweep_law_forgetting`, a second pass over the runs; torch)."""
     import itertools
     from collections import Counter
 
@@ -196,11 +205,17 @@ def _print_plan(spec, *, progress: bool) -> None:
             yield run
 
     runs, names = itertools.tee(counted())  # zip reads them in step: one run buffered
-    # the expected init from the ResNets' shapes: the dry run loads no torch
+    # the expected init from the ResNets' shapes: the proxy loads no torch (the probe below does)
     design = design_table((r.config for r in runs), (r.variant for r in names), init="expected")
     print(f"sweep {spec.name}: {per_variant.total()} runs (valid)")
     for variant, count in per_variant.items():
         print(f"  {variant}: {count} runs")
+    if probe:
+        from initmem.bridge.probe import sweep_law_forgetting  # torch: the probe trains nothing
+
+        law = sweep_law_forgetting(r.config for r in spec.iter_runs(progress=False))
+        law = law.assign(law_forgetting_epochs=law["law_forgetting_epochs"].astype(float))
+        design = design.merge(law, on="pipeline", how="left")
     print(format_design(design))
 
 

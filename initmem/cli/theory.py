@@ -1,8 +1,7 @@
 """``initmem theory``: every mechanism's predicted forgetting time for a training config.
 
     initmem theory --config FILE [--set key=value ...] [--json] [--alpha A] [--tol T] [--groups]
-    initmem theory --from-run RUN_DIR [--json] [--alpha A] [--tol T]
-                   [--grad-sq-unit G | --per-example-grad-sq-unit S] [--fan-in N ...]
+    initmem theory --from-run RUN_DIR [--reference REF_DIR] [--json]
 
 Maps the run config (``docs/run-format.md``) to :class:`initmem.theory.forgetting.Pipeline`
 (steps per epoch = train_size // batch_size, the schedule expanded per step) and prints, for the
@@ -14,6 +13,12 @@ pre-registered table per parameter group of the config's model
 weights, the head and the rest, its forgetting time in steps and epochs and the NTK memory fraction;
 it builds the model and reads ``--probe-size`` images of the config's data, a few seconds). Bad
 input: one line ``error: ...`` on stderr, exit status 2.
+
+``--from-run RUN_DIR`` prints instead the run's norm memory against a reference run of its pipeline
+(``--reference``; found in its sweep when omitted) predicted by the normalized-weight law from each
+run's own logged gradient scale, beside the measured one
+(:func:`initmem.bridge.from_run.run_prediction`): memory at the end, the first logged step at or below
+the criterion's level (null when not reached), the source of the gradient scale.
 """
 
 from __future__ import annotations
@@ -40,8 +45,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--from-run",
         metavar="RUN_DIR",
-        help="a trained run folder: its config, its logged gradient scale G per layer and its "
-        "layer shapes, and the law's time for it beside its measured norm memory",
+        help="a trained run folder: its norm memory against --reference predicted by the law "
+        "from each run's own logged gradient scale, beside the measured one",
+    )
+    parser.add_argument(
+        "--reference",
+        metavar="REF_DIR",
+        help="with --from-run: a run of the same pipeline at another alpha (default: in the run's "
+        "sweep, the run of its pipeline and seed with the alpha farthest from its own)",
     )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument(
@@ -59,6 +70,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--alpha", type=float, help="init scale to forget (default: the config's; 2 if that is 1)"
+    )
+    parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the gradient-scale probe (initmem.bridge.probe: 8 minibatches of the config's "
+        "model and local data at init, at alpha and 1) and its law line",
     )
     parser.add_argument(
         "--tol",
@@ -143,22 +160,15 @@ def run(args: argparse.Namespace) -> int:
     from initmem.empirical.config import ConfigError, RunConfig
     from initmem.theory.forgetting import predict_forgetting
 
-    measured = None
+    if args.from_run is not None:
+        return run_from_run(args)
+    if args.reference is not None:
+        return fail("--reference goes with --from-run RUN_DIR")
     try:
-        if args.from_run is not None:
-            if args.config is not None or args.overrides:
-                raise ValueError(
-                    "--from-run takes the run's own config: leave out --config / --set"
-                )
-            if args.grad_sq_unit is not None or args.per_example_grad_sq_unit is not None:
-                raise ValueError("--from-run measures the gradient scale: leave out --grad-sq-unit")
-            measured = from_run(args.from_run)
-            config = measured.config
-        else:
-            config = RunConfig.from_file(args.config, args.overrides)
+        config = RunConfig.from_file(args.config, args.overrides)
         notes = []
         placeholder = []
-        if measured is None and args.grad_sq_unit is None and args.per_example_grad_sq_unit is None:
+        if args.grad_sq_unit is None and args.per_example_grad_sq_unit is None:
             placeholder.append(PLACEHOLDER_WARNING)
         alpha = config.alpha if args.alpha is None else args.alpha
         if alpha == 1.0 and args.alpha is None:
@@ -166,9 +176,6 @@ def run(args: argparse.Namespace) -> int:
             notes.append("alpha = 1 is the reference: showing alpha = 2 (use --alpha)")
         fan_ins = list(args.fan_in) or model_fan_ins(config)
         grad_sq_unit = args.grad_sq_unit
-        if measured is not None:  # one entry per logged layer, with its own G
-            fan_ins = list(measured.layers["fan_in"])
-            grad_sq_unit = list(measured.layers["grad_sq_unit_per_filter"])
         if not fan_ins:
             fan_ins = [FALLBACK_FAN_IN]
             notes.append(f"model unavailable: fan-in {FALLBACK_FAN_IN} assumed (use --fan-in)")
@@ -201,16 +208,13 @@ def run(args: argparse.Namespace) -> int:
             )
         notes += list(dict.fromkeys(f"caveat: {' '.join(str(w.message).split())}" for w in caveats))
         groups = group_predictions(config, alpha, args.probe_size) if args.groups else None
+        law = None if args.no_probe else probed_law(config, alpha)
     except (ConfigError, BridgeDataError, ValueError, OSError) as err:
         return fail(" ".join(str(err).split()))
     except OverflowError:
         return fail(
             f"the prediction overflows float64 for alpha {alpha:g} and lr {config.lr:g}; choose "
             "values nearer 1"
-        )
-    if measured is not None:
-        report.assumptions["grad_sq_unit_source"] = (
-            f"measured per layer from the run's logs ({measured.source}); the largest shown"
         )
     if args.json:
         out = report.to_dict()
@@ -220,20 +224,60 @@ def run(args: argparse.Namespace) -> int:
             warnings=placeholder,
             notes=notes,
             config=config.to_dict(),
+            g_source=g_source(args),
         )
-        if measured is not None:
-            out["from_run"] = from_run_dict(measured)
+        if law is not None:
+            out["law"] = {k: _clean(v) for k, v in law.items()}
         if groups is not None:
             out["parameter_groups"] = groups_dict(groups)
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
         text = format_report(config, report, notes)
-        if measured is not None:
-            text += "\n\n" + format_from_run(measured)
+        if law is not None:
+            text += "\n" + format_law(config, alpha, law)
         if groups is not None:
             text += "\n\n" + format_groups(groups)
         print("\n".join([*(f"warning: {w}" for w in placeholder), text]))
     return 0
+
+
+def g_source(args) -> str:
+    """Where the mechanism table's gradient scale comes from, in words."""
+    if args.grad_sq_unit is not None or args.per_example_grad_sq_unit is not None:
+        return "given: --grad-sq-unit / --per-example-grad-sq-unit"
+    return "placeholder: |g_hat|^2 = 1 per example / batch_size per filter, not a measurement"
+
+
+def probed_law(config, alpha: float) -> dict:
+    """The normalized-weight laws with G probed at ``alpha`` and 1, decided by the one rule
+    (:func:`initmem.bridge.probe.law_forgetting`); where the probe cannot run (no local data, a
+    model that fails) its reason in ``g_source`` and NaN."""
+    from initmem.bridge.probe import failed_law, law_forgetting  # torch: the model and its data
+
+    try:
+        return law_forgetting(config, [1.0, alpha])
+    except Exception as err:  # the model, its data or a law: said in the output, not a stop
+        return failed_law(err)
+
+
+def format_law(config, alpha: float, law: dict) -> str:
+    """One line: the probed law's decision (theory.criterion) and its G source."""
+    state = law["state"]
+    if state == "forgotten":
+        said = (
+            f"forgotten at {law['forgetting_steps']:.0f} steps "
+            f"({law['forgetting_epochs']:.3g} epochs)"
+        )
+    elif state == "not forgotten":
+        said = f"not within the run: the schedule ends with memory {law['memory_end']:.3g}"
+    elif state == "reversed":
+        said = f"reversed: memory {law['memory_end']:.3g} at the end"
+    else:
+        said = state or "undefined"
+    return (
+        f"normalized-weight laws with G probed at alpha {alpha:g} and 1, layer mean, one decision "
+        f"(theory.criterion): {said}; g_source: {law['g_source']}"
+    )
 
 
 def group_predictions(config, alpha: float, probe_size: int):
@@ -282,7 +326,8 @@ def format_groups(predictions) -> str:
         )
     lines.append(
         "memory: |m| / |f0| of the NTK memory term on the probe images (the part of the initial "
-        "function the kernel cannot reach); never: no decay erases it"
+        "function the kernel cannot reach); inf: not reached (no decay erases it, or the "
+        "schedule ends first: the mechanism table above says which)"
     )
     return "\n".join(lines)
 
@@ -291,71 +336,83 @@ def format_groups(predictions) -> str:
 PLACEHOLDER_WARNING = (
     "no run given: the SGD-noise and adaptive times rest on a placeholder gradient scale (|g_hat|^2 = 1 per example / "
     "batch_size per filter, not a measurement; over 0.01-10 per example the time moves severalfold); "
-    "give --from-run RUN_DIR (a trained run's logged G) or --grad-sq-unit G"
+    "give --grad-sq-unit G measured at this alpha (G depends on alpha where alpha scales the BN "
+    "gains or the head), or predict a trained run with --from-run RUN_DIR"
 )
 
 
-def from_run(run_dir: str):
-    """The bridge's prediction for a trained run (:func:`initmem.bridge.from_run.run_prediction`)."""
-    from initmem.bridge.from_run import run_prediction  # pandas and the run's logs: only here
+def run_from_run(args: argparse.Namespace) -> int:
+    """``--from-run``: the run against its reference (module docstring). Returns 0, or 2 with one
+    ``error:`` line."""
+    from initmem.bridge.from_run import prediction_dict, run_prediction  # pandas: only here
+    from initmem.bridge.measure import BridgeDataError
+    from initmem.empirical.runfolder import DamagedFileError
 
-    return run_prediction(run_dir)
+    given = [
+        flag
+        for flag, value in (
+            ("--config", args.config),
+            ("--set", args.overrides),
+            ("--grad-sq-unit", args.grad_sq_unit),
+            ("--per-example-grad-sq-unit", args.per_example_grad_sq_unit),
+            ("--alpha", args.alpha),
+            ("--tol", args.tol),
+            ("--fan-in", args.fan_in),
+            ("--groups", args.groups),
+        )
+        if value
+    ]
+    if given:
+        return fail(
+            f"--from-run takes the run's own config and logged gradient scale: leave out {given}"
+        )
+    try:
+        prediction = run_prediction(args.from_run, args.reference)
+    except (BridgeDataError, DamagedFileError, ValueError, OSError) as err:
+        return fail(" ".join(str(err).split()))
+    if args.json:
+        print(json.dumps(prediction_dict(prediction), indent=2, allow_nan=False))
+    else:
+        print(format_from_run(prediction))
+    return 0
 
 
-def from_run_dict(measured) -> dict:
-    """JSON-ready: the run's law time, its source, the criterion, the layers' G and the curves."""
+def format_from_run(prediction) -> str:
+    """The predicted norm memory beside the measured one, the forgetting steps and G's source."""
 
-    def clean(value):
-        value = float(value)
-        return None if math.isnan(value) else ("inf" if math.isinf(value) else value)
+    def step(value):
+        return "not reached within the logs" if value is None else f"step {value:.0f}"
 
-    return {
-        "run_dir": str(measured.run_dir),
-        "reference_alpha": measured.reference_alpha,
-        "forgetting": measured.forgetting,
-        "tau_steps": clean(measured.tau_steps),
-        "tau_fit_steps": clean(measured.tau_fit_steps),
-        "tau_epochs": clean(measured.tau_epochs),
-        "forgotten": measured.forgotten,
-        "source": measured.source,
-        "layers": [
-            {k: (v if isinstance(v, str) else clean(v)) for k, v in row.items()}
-            for row in measured.layers.to_dict("records")
-        ],
-        "curve": [{k: clean(v) for k, v in r.items()} for r in measured.curve.to_dict("records")],
-    }
-
-
-def format_from_run(measured) -> str:
-    """The law's time for the run (the bridge's statistic) and the predicted norm memory beside
-    the measured one."""
-    time = (
-        f"{measured.tau_steps:.4g} steps ({measured.tau_epochs:.3g} epochs)"
-        if measured.forgotten
-        else f"> {measured.tau_steps:.4g} steps: not forgotten within the run (fit "
-        f"{measured.tau_fit_steps:.4g})"
-    )
     lines = [
-        f"from the run {measured.run_dir} (alpha {measured.config.alpha:g} vs "
-        f"{measured.reference_alpha:g}; G logged per layer, from {measured.source}):",
-        f"law fed with the logged G, fitted over the logged steps as the bridge does "
-        f"({measured.forgetting}): {time}",
+        f"from the run {prediction.run_dir} (alpha {prediction.config.alpha:g}) against "
+        f"{prediction.reference_dir} (alpha {prediction.reference_alpha:g})",
+        f"gradient scale: {prediction.g_source}",
+        f"norm memory at the end: predicted {prediction.predicted_memory_end:.4g}, measured "
+        f"{prediction.measured_memory_end:.4g}",
+        f"forgotten ({prediction.forgetting}, first logged step): predicted "
+        f"{step(prediction.predicted_forgetting_step)}, measured "
+        f"{step(prediction.measured_forgetting_step)}; e-fold fit of the predicted curve "
+        f"(extrapolated): {_num(prediction.tau_fit_steps)} steps",
         f"{'step':>8}{'predicted m':>14}{'measured m':>13}",
     ]
-    for row in measured.curve.itertuples(index=False):
+    for row in prediction.curve.itertuples(index=False):
         lines.append(f"{row.step:>8.0f}{_num(row.predicted):>14}{_num(row.measured):>13}")
-    if measured.curve["measured"].isna().all():
+    if not prediction.finished:
         lines.append(
-            "measured m needs a run of the reference alpha with the same seed in the run's sweep"
+            "unfinished: "
+            + ", ".join(prediction.unfinished)
+            + " (the logs so far; the run's end is not reached)"
         )
     return "\n".join(lines)
 
 
 def _num(value: float, *, percent: bool = False) -> str:
+    """A number for a table cell: "-" for none, "inf" for a time that is not reached (the row's
+    verdict says whether never or not within the run)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if math.isinf(value):
-        return "never"
+        return "inf"
     return f"{100 * value:.1f}%" if percent else f"{value:.3g}"
 
 
@@ -370,28 +427,38 @@ def format_report(config, report, notes: list[str]) -> str:
         f"|ln(eff_lr(alpha) / eff_lr(1))| <= {report.assumptions['tol']:.3g}; BN-conv fan-ins "
         f"{report.assumptions['fan_ins']} (each mechanism: its slowest layer)",
         "",
-        f"{'mechanism':<16}{'acts':<6}{'steps':>10}{'epochs':>10}{'left at end':>13}  formula",
+        f"{'mechanism':<16}{'acts':<6}{'steps':>10}{'epochs':>10}{'left at end':>13}  "
+        "verdict; formula",
     ]
     for row in report.table.to_dict("records"):
         lines.append(
             f"{row['mechanism']:<16}{'yes' if row['acts'] else 'no':<6}{_num(row['steps']):>10}"
             f"{_num(row['epochs']):>10}{_num(row['memory_left'], percent=True):>13}  "
-            f"{row['formula']}"
+            f"{row['verdict']}; {row['formula']}"
         )
+    time = (
+        f"{_num(report.steps)} steps ({_num(report.epochs)} epochs)"
+        if math.isfinite(report.steps)
+        else report.verdict
+    )
     lines += [
         "",
-        f"dominant: {report.dominant}",
-        f"predicted forgetting time ({report.assumptions['forgetting']}): {_num(report.steps)} "
-        f"steps ({_num(report.epochs)} epochs)",
+        f"dominant (shortest forgetting time): {report.dominant}",
+        f"predicted forgetting time ({report.assumptions['forgetting']}; each mechanism's slowest "
+        f"layer, G as below): {time}",
     ]
     if report.accumulated is not None:
         lines.append(format_accumulated(config.optimizer, report.accumulated))
-    lines += ["", f"{'parameter group':<18}{'rank':>5}{'steps':>10}{'epochs':>10}  law or reason"]
+    lines += [
+        "",
+        f"{'parameter group':<18}{'rank':>5}{'steps':>10}{'epochs':>10}  verdict; law or reason",
+    ]
     for row in report.groups.to_dict("records"):
         rank = f"{row['rank']:.0f}" if row["prediction"] else "-"
+        verdict = f"{row['verdict']}; " if row["prediction"] else ""
         lines.append(
             f"{row['group']:<18}{rank:>5}{_num(row['steps']):>10}{_num(row['epochs']):>10}  "
-            f"{row['formula']}"
+            f"{verdict}{row['formula']}"
         )
     lines.append(f"forgets last: {report.forgets_last}")
     lines.append(

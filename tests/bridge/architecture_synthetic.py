@@ -20,9 +20,10 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.preregister import prediction_folders, sweep_pipelines
-from initmem.bridge.synthetic import write_run_logs
+from initmem.bridge.study.synthetic import write_run_logs
+from initmem.empirical import runfolder
 from initmem.empirical.config import RunConfig
-from initmem.empirical.sweep import SweepRun
+from initmem.empirical.sweep import SweepRun, write_sweep_folder
 
 TRAIN_SIZE, BATCH, EPOCHS, N_TEST = 1280, 32, 30, 400
 STEPS_PER_EPOCH = TRAIN_SIZE // BATCH  # 40; 1200 steps in all
@@ -47,7 +48,7 @@ def write_architecture_sweep(
     """Write run folders, manifest.json, sweep.toml and (with ``predictions``) the predictions."""
     rng = np.random.default_rng(7)
     root = Path(root)
-    manifest, runs = [], []
+    runs = []
     epochs = np.arange(EPOCHS + 1)
     steps = epochs * STEPS_PER_EPOCH
     labels = rng.integers(0, 10, N_TEST).astype(np.int16)
@@ -89,28 +90,19 @@ def write_architecture_sweep(
                     test_labels=labels,
                     best_test_pred=preds,
                 )
-                result = {
-                    "status": "completed",
-                    "best_val_acc": 0.85,
-                    "test_acc": float(acc),
-                    "best_epoch": EPOCHS,
-                    "final_train_acc": 1.0,
-                    "final_test_acc": float(acc),
-                    "epochs_run": EPOCHS,
-                    "steps_run": int(steps[-1]),
-                    "diverged_step": None,
-                    "reason": None,
-                    "wall_time": 2.0,
-                    "hash": cfg.hash,
-                    "run_dir": str(run_dir),
-                }
-                (run_dir / "result.json").write_text(json.dumps(result))
-                manifest.append(
-                    {"hash": cfg.hash, "variant": cell.variant, "config": cfg.to_dict()}
+                result = runfolder.RunResult.completed(
+                    run_dir,
+                    cfg.hash,
+                    test_acc=acc,
+                    epochs_run=EPOCHS,
+                    steps_run=steps[-1],
+                    best_val_acc=0.85,
+                    wall_time=2.0,
                 )
+                runfolder.write_result(run_dir, result)
                 runs.append(SweepRun(cfg.hash, cell.variant, cfg))
-    (root / "manifest.json").write_text(json.dumps(manifest))
-    (root / "sweep.toml").write_text("# synthetic sweep (tests/bridge/architecture_synthetic.py)\n")
+    source = "# synthetic sweep (tests/bridge/architecture_synthetic.py)\n"
+    write_sweep_folder(root, source, runs)
     if predictions:
         _write_predictions(root, runs, {c.variant: c for c in cells})
     return root
@@ -207,6 +199,9 @@ def _write_predictions(root: Path, runs: list[SweepRun], cells: dict[str, Cell])
                 "hash": config.hash,
                 "folder": folders[p.pipeline],
                 "note": "",
+                "written_at": "2026-01-01T00:00:00Z",
+                "runs_started_before": 0,  # written before any run started: pre-registered
+                "first_run_started_at": None,
             }
         )
     pd.DataFrame(index).to_csv(root / "predictions" / "index.csv", index=False)

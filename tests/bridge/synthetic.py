@@ -6,7 +6,7 @@ Each pipeline is SGD without momentum at one (lr, weight_decay); its runs differ
   (+ noise), so the norm memory is exactly ``exp(-t / tau_norm)``.
 * ``norms="sgd"``: the BN-followed convs follow the exact SGD recursion of a scale-invariant weight,
   ``|w'|^2 = (1 - lr wd)^2 |w|^2 + lr^2 G / |w|^2`` step by step (``G`` fixed per layer), with the
-  logged ``grad_sq_sum`` and ``norm_sq_drift`` that this implies; the other layers stay exponential.
+  logged ``grad_sq_sum``, ``norm_sq_drift`` and ``grad_sq_unit_sum`` (G per step, summed) that this implies; the other layers stay exponential.
 
 In both, the test accuracy of alpha is ``0.8 - gap(alpha) exp(-t / tau_acc)`` (+ noise) and the
 predictions of the largest alpha disagree with the others on a fraction ``0.5 exp(-t / tau_dis)``.
@@ -14,15 +14,17 @@ predictions of the largest alpha disagree with the others on a fraction ``0.5 ex
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.synthetic import write_run_logs
+from initmem.bridge.study.synthetic import write_run_logs
+from initmem.empirical import runfolder
 from initmem.empirical.config import RunConfig
+from initmem.empirical.sweep import SweepRun, write_sweep_folder
 
 TRAIN_SIZE, BATCH, EPOCHS, N_TEST = 1280, 32, 30, 2000
 STEPS_PER_EPOCH = TRAIN_SIZE // BATCH  # 40
@@ -81,11 +83,14 @@ def write_synthetic_sweep(
     seeds=(0, 1, 2),
     noise: float = 0.003,
     norms: str = "exponential",
+    diverged: tuple = (),
 ) -> Path:
-    """Write run folders, manifest.json and sweep.toml under ``root``; return ``root``."""
+    """Write run folders, manifest.json and sweep.toml under ``root``; return ``root``.
+    ``diverged``: ``(pipeline index, alpha)`` pairs whose runs diverged in their first epoch (they
+    log the evaluation at init only)."""
     rng = np.random.default_rng(1234)
     root = Path(root)
-    manifest = []
+    runs = []
     epochs = np.arange(EPOCHS + 1)
     steps = epochs * STEPS_PER_EPOCH
     labels = rng.integers(0, 10, N_TEST).astype(np.int16)
@@ -140,38 +145,41 @@ def write_synthetic_sweep(
                         "wall_time": epochs.astype(float),
                     }
                 )
+                early = (pipelines.index(p), alpha) in diverged
+                if early:  # the evaluation at init only
+                    metrics, layers = metrics[metrics["epoch"] == 0], layers[layers["epoch"] == 0]
                 _write_run(run_dir, cfg, metrics, layers)
                 preds = np.repeat(labels[None], len(epochs), axis=0)
                 if alpha == max(alphas):
                     for i, s in enumerate(steps):
                         k = int(round(N_TEST * 0.5 * np.exp(-s / p.tau_dis)))
                         preds[i, :k] = (labels[:k] + 1) % 10
+                if early:
+                    preds = preds[:1]
                 np.savez(
                     run_dir / "predictions.npz",
-                    epochs=epochs.astype(np.int64),
+                    epochs=epochs[: len(preds)].astype(np.int64),
                     test_pred=preds,
                     test_labels=labels,
                     best_test_pred=preds[-1],
                 )
-                result = {
-                    "status": "completed",
-                    "best_val_acc": 0.85,
-                    "test_acc": float(test_acc[-1]),
-                    "best_epoch": EPOCHS,
-                    "final_train_acc": 1.0,
-                    "final_test_acc": float(test_acc[-1]),
-                    "epochs_run": EPOCHS,
-                    "steps_run": int(steps[-1]),
-                    "diverged_step": None,
-                    "reason": None,
-                    "wall_time": 1.0,
-                    "hash": cfg.hash,
-                    "run_dir": str(run_dir),
-                }
-                (run_dir / "result.json").write_text(json.dumps(result))
-                manifest.append({"hash": cfg.hash, "variant": "synthetic", "config": cfg.to_dict()})
-    (root / "manifest.json").write_text(json.dumps(manifest))
-    (root / "sweep.toml").write_text("# synthetic sweep written by tests/bridge/synthetic.py\n")
+                result = runfolder.RunResult.completed(
+                    run_dir,
+                    cfg.hash,
+                    test_acc=test_acc[-1],
+                    epochs_run=EPOCHS,
+                    steps_run=steps[-1],
+                    best_val_acc=0.85,
+                    wall_time=1.0,
+                )
+                if early:
+                    result = dataclasses.replace(
+                        result, status="diverged", epochs_run=0, steps_run=5, diverged_step=5,
+                        reason="non-finite training loss (nan)",
+                    )  # fmt: skip
+                runfolder.write_result(run_dir, result)
+                runs.append(SweepRun(cfg.hash, "synthetic", cfg))
+    write_sweep_folder(root, "# synthetic sweep written by tests/bridge/synthetic.py\n", runs)
     return root
 
 
@@ -179,8 +187,9 @@ def _layer_table(p, alpha, n0, steps, epochs, rng, noise, norms) -> pd.DataFrame
     frames = []
     for name, (numel, invariant, scaled, grad_sq_unit) in LAYERS.items():
         log_a = np.log(alpha) if scaled else 0.0
-        grad_sum = drift = np.full(steps.size, np.nan)
+        grad_sum = drift = unit_sum = np.full(steps.size, np.nan)
         if norms == "sgd" and invariant:
+            unit_sum = np.concatenate([[np.nan], grad_sq_unit * np.diff(steps)])
             init = (n0[name] * np.exp(log_a)) ** 2
             norm_sq, grad_sum, drift = _sgd_norms(
                 p.lr, p.weight_decay, grad_sq_unit, init, int(steps[-1]), steps
@@ -205,6 +214,7 @@ def _layer_table(p, alpha, n0, steps, epochs, rng, noise, norms) -> pd.DataFrame
                     "grad_sq_sum": grad_sum,
                     "lr_sq_grad_sq_sum": p.lr**2 * grad_sum,
                     "norm_sq_drift": drift,
+                    "grad_sq_unit_sum": unit_sum,
                 }
             )
         )

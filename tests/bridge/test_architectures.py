@@ -1,4 +1,4 @@
-"""The architectures study (bridge/architectures.py, bridge/architecture_document.py) on synthetic
+"""The architectures study (bridge/study/architectures.py, bridge/study/architecture_document.py) on synthetic
 sweeps with a planted answer: the verdict sentences follow the planted truth."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from initmem.bridge.architectures import (
+from initmem.bridge.study.architectures import (
     architecture_study,
     is_architecture_sweep,
     spread_state,

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from initmem.bridge import calibrate, stats, synthetic
+from initmem.bridge import unit_decision
+from initmem.bridge.study import calibrate, synthetic
 from initmem.bridge.units import run_unit_increments
 from initmem.empirical.config import RunConfig
 
@@ -89,7 +90,7 @@ def test_folder_and_cube_paths_agree(tmp_path):
     epochs, layers = measure.load_logs(runs)
     norm_curves = curves.norm_memory_curves(runs, layers)
     accumulated = evaluation_units(runs, epochs, layers)
-    read = stats.memory_cubes(runs, epochs, norm_curves, accumulated)
+    read = unit_decision.memory_cubes(runs, epochs, norm_curves, accumulated)
     labels = dict(zip(runs["pipeline"], runs["label"], strict=False))
     drawn = synthetic.replica_cubes(replica)
     for memory in ("norm", "spread"):
@@ -98,11 +99,13 @@ def test_folder_and_cube_paths_agree(tmp_path):
         for cube in read[memory]:
             mine = by_label[labels[cube.pipeline]]
             assert cube.values == pytest.approx(mine.values, abs=1e-9)
-            for unit in stats.DECIDING_UNITS:
+            for unit in unit_decision.DECIDING_UNITS:
                 assert cube.units[unit] == pytest.approx(mine.units[unit])
             ordered.append(mine)
         drawn[memory] = ordered
-    assert stats.rank_bootstrap(read, n_boot=50).equals(stats.rank_bootstrap(drawn, n_boot=50))
+    assert unit_decision.rank_bootstrap(read, n_boot=50).equals(
+        unit_decision.rank_bootstrap(drawn, n_boot=50)
+    )
 
 
 def _rank_by_hand(cubes) -> float:
@@ -131,7 +134,7 @@ def test_rank_statistic_against_a_double_loop():
             truth = synthetic.Truth(unit, **(quiet | {"sigma_norm": sigma}))
             replica = synthetic.draw(design, truth, np.random.default_rng(0))
             cubes = synthetic.replica_cubes(replica)
-            table = stats.rank_bootstrap(cubes, n_boot=20).set_index("memory")
+            table = unit_decision.rank_bootstrap(cubes, n_boot=20).set_index("memory")
             value = table.loc["norm", "rank_diff"]
             assert value == pytest.approx(_rank_by_hand(cubes["norm"]))
             if sigma == 0 and unit == "accumulated":
@@ -261,7 +264,7 @@ def test_study_document_reports_its_own_calibration(tmp_path):
     decision = pd.read_csv(tmp_path / "tables" / "decision.csv")
     scores = errors[errors["verdict"] == "unit decision (rank)"]
     for _, r in decision.iterrows():
-        if r["winner"] in stats.DECIDING_UNITS:
+        if r["winner"] in unit_decision.DECIDING_UNITS:
             assert "calibrated: named wrongly in" in r["text"]
             assert scores["error"].max() <= calibrate.MAX_ERROR
 
@@ -271,3 +274,31 @@ def test_workers_give_the_same_table():
     one = calibrate.calibrate(design, 4, n_boot=20).scores
     two = calibrate.calibrate(design, 4, n_boot=20, workers=2).scores
     pd.testing.assert_frame_equal(one, two)
+
+
+def test_workers_beyond_the_cpus_are_capped_with_a_warning(monkeypatch):
+    """Issue 37, 9: ``--workers 99999`` forked that many processes; now capped at the CPU count,
+    said once, and the table is the one of a single worker."""
+    from initmem.empirical import backends
+
+    monkeypatch.setattr(backends, "available_cpus", lambda: 2)
+    design = _design(n_pipelines=3)
+    with pytest.warns(
+        calibrate.WorkersCappedWarning, match="workers = 99999 capped at 2"
+    ) as caught:
+        many = calibrate.calibrate(design, 4, n_boot=20, workers=99999).scores
+    assert len(caught) == 1
+    pd.testing.assert_frame_equal(many, calibrate.calibrate(design, 4, n_boot=20).scores)
+
+
+def test_the_error_table_says_how_often_a_verdict_named_nothing():
+    """Issue 37, Low: an "error 0.000" of a decision that said "cannot tell" in every replica read
+    as a perfect verdict; ``cannot_tell`` is that rate, equal to the rates table's own count."""
+    design = _design(n_pipelines=3)
+    result = calibrate.calibrate(design, 4, n_boot=20)
+    errors = result.errors().set_index(["truth", "verdict"])
+    rates = result.rates().set_index(["truth", "verdict", "said"])["rate"]
+    for (truth, verdict), row in errors.iterrows():
+        key = (truth, verdict, "cannot tell")
+        assert row["cannot_tell"] == pytest.approx(rates.get(key, 0.0), abs=1e-12)
+    assert (errors["cannot_tell"] > 0).any()

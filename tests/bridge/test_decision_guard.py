@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from initmem.bridge.fitting import fit
-from initmem.empirical.memory import load_sweep
+from initmem.empirical.tables import load_sweep
 
 
 def test_equal_length_sweep_gets_cannot_tell_with_the_reason(tiny_sweep):

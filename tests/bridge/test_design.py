@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from initmem.bridge.units import (
+    NO_NORM_MEMORY,
     design_correlation,
     design_counts,
     design_table,
@@ -15,6 +16,7 @@ from initmem.bridge.units import (
     predicted_forgetting,
 )
 from initmem.cli import main
+from initmem.empirical.architectures import ARCHITECTURES
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepSpec
 
@@ -87,8 +89,9 @@ def test_init_inv_norm_sq_matches_the_default_init_in_expectation():
 
 
 def test_dry_run_prints_the_design_and_r(capsys):
-    assert main(["sweep", "run", "units", "--out", "unused", "--dry-run"]) == 0
+    assert main(["sweep", "run", "units", "--out", "unused", "--dry-run", "--no-probe"]) == 0
     out = capsys.readouterr().out
+    assert "g_source: none, a G-free proxy" in out and "law g_source" not in out
     assert "Pearson r of ln(epochs) and ln(accumulated)" in out
     assert "adamw-high-long" in out
     assert "pipelines per decade of accumulated regularization:" in out
@@ -115,13 +118,15 @@ def test_torch_free_shape_table_is_the_models(model, width):
 
 
 def test_dry_run_loads_no_torch(tmp_path):
-    """``initmem sweep run units --dry-run`` in a fresh interpreter: the design, and no torch."""
+    """``initmem sweep run units --dry-run --no-probe`` in a fresh interpreter: the design (the
+    G-free proxy), and no torch."""
     import subprocess
     import sys
 
     code = (
         "import sys; from initmem.cli import main; "
-        f"rc = main(['sweep', 'run', 'units', '--out', {str(tmp_path / 'unused')!r}, '--dry-run']); "
+        f"rc = main(['sweep', 'run', 'units', '--out', {str(tmp_path / 'unused')!r}, '--dry-run', "
+        "'--no-probe']); "
         "print('torch loaded' if 'torch' in sys.modules else 'no torch', rc)"
     )
     out = subprocess.run(
@@ -187,3 +192,33 @@ def test_predicted_forgetting_is_the_closed_form_of_a_constant_adamw_run():
     assert got["forgetting_steps"] == first
     assert got["forgetting_epochs"] == pytest.approx(first / config.steps_per_epoch)
     assert np.isnan(predicted_forgetting(config, [8.0], inv)["memory_end"])
+
+
+@pytest.mark.parametrize("model", [*sorted(ARCHITECTURES), "resnet9"])
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "rmsprop"])
+def test_dry_run_of_every_architecture_with_an_adaptive_pipeline(
+    tmp_path, capsys, model, optimizer
+):
+    """Issue 40 item 1: a model without scale-invariant weights has no norm memory, so no Adam unit
+    (d / |w_0|^2 is NaN) and no norm law; the dry run exits 0, prints the design and says so, and
+    never turns the undefined unit into a number (0 or a prediction)."""
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'name = "arch"\n[base]\nmodel = "{model}"\ndataset = "cifar10-fixture"\nwidth = 0.125\n'
+        f'train_size = 16\nbatch_size = 4\nepochs = 2\noptimizer = "{optimizer}"\nlr = 0.001\n'
+        f'weight_decay = 0.01\ndevice = "cpu"\n[grid]\nalpha = [1.0, 8.0]\nseed = [0]\n'
+    )
+    out = tmp_path / "out"
+    assert main(["sweep", "run", str(sweep), "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "design in units of forgetting" in text
+    config = SweepSpec.from_file(sweep).expand()[0].config
+    invariant = np.isfinite(init_inv_norm_sq(config))
+    row = design_table([config, config.replace(alpha=8.0)])
+    memory, state = row["predicted_memory_end"].iloc[0], row["predicted_state"].iloc[0]
+    if invariant:  # the ResNets: a law and a number in (0, 1]
+        assert 0 < memory <= 1 and state in ("forgotten", "not forgotten")
+    else:
+        assert np.isnan(memory) and state == NO_NORM_MEMORY
+        assert np.isnan(row["adam"].iloc[0]) and np.isnan(row["accumulated"].iloc[0])
+        assert "no scale-invariant weights (no norm memory" in text

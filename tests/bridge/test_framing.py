@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from initmem.bridge import framing
+from initmem.bridge.study import framing
 from initmem.cli import main
 from initmem.empirical.sweep import SweepSpec, prepare_sweep, read_manifest
 

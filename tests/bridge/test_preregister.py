@@ -10,11 +10,12 @@ import torch
 from torch.func import functional_call, jacrev
 
 from initmem.bridge.preregister import (
-    lazy_decay_steps,
+    lazy_degree,
     memory_fraction,
     predict_groups,
     write_predictions,
 )
+from initmem.bridge.probe import law_forgetting
 from initmem.empirical.config import RunConfig
 from initmem.empirical.models import default_model, parameter_groups
 
@@ -60,32 +61,48 @@ def test_memory_fraction_is_the_least_squares_residual_of_the_initial_function(t
     assert 0 < expected < 1
 
 
-@pytest.mark.parametrize(
-    ("optimizer", "momentum", "l2", "wd", "expected"),
-    [
-        ("sgd", 0.9, 5e-3, 0.0, 1 / (0.05 * 5e-3 / 0.1)),
-        ("sgd", 0.0, 0.0, 1e-2, 1 / (0.05 * 1e-2)),
-        ("adam", 0.0, 1e-3, 0.0, 1 / (0.05 * 1e-3)),
-        ("sgd", 0.9, 0.0, 0.0, math.inf),
-    ],
-)
-def test_lazy_decay_time_is_the_e_fold_time_of_the_decay(
-    tmp_path, optimizer, momentum, l2, wd, expected
-):
-    """(P2)'s time against a simulation of the decay alone: the init's part of a linearized model
-    under heavy-ball gradient descent with only the decay acting (no data gradient: the unseen
-    directions) falls by e at the predicted step (within 2%, the heavy-ball transient)."""
-    c = config(tmp_path, optimizer=optimizer, momentum=momentum, l2=l2, weight_decay=wd)
-    steps = lazy_decay_steps(c)
-    assert steps == pytest.approx(expected, rel=1e-12)
-    if not math.isfinite(steps) or optimizer != "sgd":
-        return
-    w, velocity, t = 1.0, 0.0, 0  # torch.optim.SGD's heavy ball on the decay's gradient alone
-    while w > math.exp(-1):
-        velocity = momentum * velocity + l2 * w
-        w = w - c.lr * velocity - c.lr * wd * w
-        t += 1
-    assert t == pytest.approx(steps, rel=0.02)
+@pytest.mark.parametrize(("l2", "forgets"), [(5e-2, True), (5e-3, False)])
+def test_lazy_time_applies_the_schedule_and_the_measured_depth(tmp_path, l2, forgets):
+    """(P2) on a tiny MLP with biases (not homogeneous) under coupled L2, heavy ball and a cosine
+    schedule: the depth is Euler's ratio <J theta_0, f0> / |f0|^2 with J theta_0 taken here by a
+    central difference of f((1 + s) theta_0) in the "other" parameters (1e-6 relative), and the
+    row's steps are lazy_forgetting at that depth over the schedule rebuilt from its definition;
+    with weak decay the schedule ends first: inf, "not within the run"."""
+    from initmem.empirical.data import load_splits
+    from initmem.theory.ntk import lazy_forgetting
+    from initmem.theory.schedule import lr_multipliers
+
+    c = config(tmp_path, model="mlp", epochs=30, schedule="cosine", l2=l2)
+    data = load_splits(c)
+    table = predict_groups(c, probe_size=4, data=data).table.set_index("group")
+    model = default_model(c).double().eval()
+    groups = parameter_groups(model)
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    other = [n for n in groups["all"] if n not in set(groups["head"])]
+    x = data.test.images[:4].double()
+
+    def outputs(scale):
+        scaled = {n: p * scale if n in other else p for n, p in params.items()}
+        with torch.no_grad():
+            return functional_call(model, scaled, (x,)).numpy()
+
+    h = 1e-6
+    f0, jtheta0 = outputs(1.0), (outputs(1.0 + h) - outputs(1.0 - h)) / (2 * h)
+    depth = float(np.sum(jtheta0 * f0) / np.sum(f0 * f0))
+    assert 0 < depth and abs(depth - round(depth)) > 1e-3  # biases: a real, not an integer, degree
+    assert lazy_degree(model, other, x) == pytest.approx(depth, rel=1e-6)  # homogeneity_degree's
+    mults = lr_multipliers(
+        c.total_steps, c.steps_per_epoch, "cosine", warmup_epochs=c.warmup_epochs
+    )
+    expected = lazy_forgetting(c.lr, depth=depth, l2=l2, momentum=c.momentum, lr_multipliers=mults)
+    row = table.loc["other"]
+    assert row["steps"] == expected.steps and math.isfinite(row["steps"]) == forgets
+    assert f"depth {depth:.4g} (homogeneity_degree)" in row["law"]
+    if forgets:
+        assert row["epochs"] == row["steps"] / c.steps_per_epoch
+    else:
+        left = f"not within the run: the schedule ends with memory {expected.memory_left:.3g}"
+        assert left in row["law"] and math.isinf(row["epochs"])
 
 
 @pytest.mark.parametrize("model", ["resnet9", "mlp", "mlp-ln", "nf-resnet"])
@@ -97,12 +114,21 @@ def test_every_parameter_is_in_one_group_and_each_group_has_its_law(tmp_path, mo
     total = sum(p.numel() for p in built.parameters())
     assert table["parameters"].sum() == total
     assert table.loc["scale_invariant", "tensors"] == len(groups["scale_invariant"])
-    assert table.loc["other", "steps"] == pytest.approx(lazy_decay_steps(c))
-    if groups["scale_invariant"]:
-        assert 0 < table.loc["scale_invariant", "steps"] < math.inf
+    if groups["scale_invariant"]:  # P1: the probed law, decided by the one rule
+        law = law_forgetting(c, [1.0, c.alpha])
+        assert table.loc["scale_invariant", "steps"] == law["forgetting_steps"]
+        assert table.loc["scale_invariant", "memory_end"] == pytest.approx(law["memory_end"])
+        assert 0 < law["memory_end"] < 1.5 and law["state"] in law_text(table)
+        assert table.loc["scale_invariant", "g_source"].startswith("probe at init: 8 minibatches")
     else:
         assert math.isnan(table.loc["scale_invariant", "steps"])
+        assert table.loc["scale_invariant", "g_source"] == "none"
+    assert (table.loc[["head", "other"], "g_source"] == "none").all()
     assert 0 < table.loc["other", "memory_fraction"] < 1.5
+
+
+def law_text(table) -> str:
+    return str(table.loc["scale_invariant", "law"])
 
 
 def test_predictions_are_written_before_training(tmp_path):

@@ -1,4 +1,4 @@
-"""The spread decision at each seed count and the size that would tell (initmem.bridge.seeds)."""
+"""The spread decision at each seed count and the size that would tell (initmem.bridge.study.seeds)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from initmem.bridge import seeds, synthetic
+from initmem.bridge.study import seeds, synthetic
 from initmem.empirical import memory
 
 

@@ -67,7 +67,7 @@ def test_study_document_numbers_are_the_data(study_sweep, tmp_path, capsys):
     assert (tmp_path / "docs" / "units" / "groups.png").is_file()
     assert "](units/groups.png)" in text
     # title, question and reproduce commands from the folder itself
-    from initmem.bridge import framing
+    from initmem.bridge.study import framing
 
     assert text.startswith(f"# {framing.title(study_sweep)}\n")
     assert framing.question(study_sweep) in text
@@ -124,7 +124,7 @@ def test_design_table_of_a_folder_flags_interpolation(study_sweep):
 
 
 def test_collapse_and_group_sentences_follow_the_numbers():
-    from initmem.bridge.study import collapse_sentences, group_sentences
+    from initmem.bridge.study.unit_of_forgetting import collapse_sentences, group_sentences
 
     units = pd.DataFrame(
         {
@@ -190,7 +190,7 @@ def test_report_bridge_and_study_print_one_spread(law_sweep, tmp_path):
 
 
 def test_function_sentences_count_spreads_and_name_a_level_without_a_function():
-    from initmem.bridge.document import function_sentences
+    from initmem.bridge.study.document import function_sentences
 
     frame = pd.DataFrame(
         {

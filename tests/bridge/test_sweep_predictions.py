@@ -135,3 +135,59 @@ def test_pipelines_sharing_a_model_compute_its_ntk_once(tmp_path):
     other = RunConfig.from_dict(base | dict(optimizer="sgd", lr=0.05, seed=1, alpha=8.0))
     predict_groups(other, probe_size=4, memory_cache=cache)
     assert len(cache) == 2  # another init draw: its own NTK
+
+
+def test_predictions_written_after_runs_started_say_so_everywhere(tmp_path, capsys):
+    """Issue 37, 2: predictions deleted after the sweep finished and written again by the next
+    ``sweep run`` record their clock, print that they are not pre-registered, and read back (and
+    into the study's table) as "computed after 2 runs had started", never "pre-registered before
+    training"; the first write says "pre-registered before training"."""
+    import shutil
+
+    from initmem.bridge.study.architectures import sweep_predictions
+
+    sweep_file = tmp_path / "sweep.toml"
+    sweep_file.write_text(textwrap.dedent(SWEEP).format(data=tmp_path / "data"))
+    out = tmp_path / "out"
+    argv = ["sweep", "run", str(sweep_file), "--out", str(out), "--trainer", TRAINER, "--quiet"]
+    assert main([*argv, "--workers", "1"]) == 0
+    capsys.readouterr()
+    first = read_sweep_predictions(out)
+    assert set(first["provenance"]) == {"pre-registered before training"}
+    assert set(first["runs_started_before"]) == {0}
+    record = json.loads((out / "predictions" / "adamw" / "predictions.json").read_text())
+    assert record["runs_started_before"] == 0 and record["written_at"].endswith("Z")
+    shutil.rmtree(out / "predictions")
+    assert main([*argv, "--workers", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("(computed after 2 runs had started: not pre-registered)") == 2
+    again = read_sweep_predictions(out)
+    assert set(again["provenance"]) == {"computed after 2 runs had started"}
+    table, _ = sweep_predictions(out, read_manifest(out), compute_missing=False)
+    assert set(table["source"]) == {"computed after 2 runs had started"}
+    # a third call keeps them, and says what they are
+    assert main([*argv, "--workers", "1"]) == 0
+    assert (
+        capsys.readouterr().out.count("predictions kept (computed after 2 runs had started)") == 2
+    )
+
+
+def test_an_index_without_its_note_column_or_a_damaged_table_is_named(tmp_path, capsys):
+    """Issue 37, 11 and 13: an index.csv without ``note`` reads as no notes; a 0-byte or garbage
+    predictions.csv is a DamagedFileError naming the file."""
+    from initmem.empirical.runfolder import DamagedFileError
+
+    sweep_file = tmp_path / "sweep.toml"
+    sweep_file.write_text(textwrap.dedent(SWEEP).format(data=tmp_path / "data"))
+    out = tmp_path / "out"
+    argv = ["sweep", "run", str(sweep_file), "--out", str(out), "--trainer", TRAINER, "--quiet"]
+    assert main([*argv, "--workers", "1"]) == 0
+    index_path = out / "predictions" / "index.csv"
+    index = pd.read_csv(index_path)
+    index.drop(columns=["note"]).to_csv(index_path, index=False)
+    assert len(read_sweep_predictions(out)) == 6
+    table = out / "predictions" / "adamw" / "predictions.csv"
+    for damaged in (b"", b"\x00\xff garbage\n1,2,3\n"):
+        table.write_bytes(damaged)
+        with pytest.raises(DamagedFileError, match="adamw/predictions.csv"):
+            read_sweep_predictions(out)

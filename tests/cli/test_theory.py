@@ -56,8 +56,14 @@ def test_overrides_switch_the_dominant_mechanism(config_file, capsys):
     assert out["dominant"] == "explicit_decay"
     assert out["accumulated"]["explicit"] == pytest.approx(9.4, rel=5e-3)
     decay = rows(out)["explicit_decay"]
-    # |w|^4 relaxes with time constant -1 / (4 ln(1 - lr l2)) steps
-    assert decay["steps"] == pytest.approx(-1 / (4 * math.log1p(-1e-4)), rel=1e-9)
+    # |w|^4 relaxes with time constant -1 / (4 ln(1 - lr l2)) steps (an e-fold time, not compared)
+    tau = -1 / (4 * math.log1p(-1e-4))
+    assert decay["e_fold_steps"] == pytest.approx(tau, rel=1e-9)
+    # its forgetting time: the relaxation from equilibrium by (5) of normalized, tol 2 ln alpha / e
+    alpha = out["alpha"]
+    r = math.exp(2 * 2 * math.log(alpha) / math.e)
+    assert decay["steps"] == pytest.approx(tau * math.log((alpha**4 - 1) / (r - 1)), rel=1e-9)
+    assert decay["steps"] < rows(out)["sgd_noise"]["steps"]
     assert rows(out)["pipeline"]["memory_left"] < 1e-3
 
     out = run_json(capsys, "--config", str(config_file), "--set", "optimizer=adamw")
@@ -105,7 +111,14 @@ def test_table_output(config_file, capsys):
     text = capsys.readouterr().out
     for name in ("gradient_flow", "sgd_noise", "explicit_decay", "adaptive", "pipeline"):
         assert name in text
-    assert "dominant: sgd_noise" in text
+    # the cosine schedule ends long before the drift's time: none forgets within the run, and
+    # the printed time says so with the memory the run leaves (never "never" for a schedule)
+    assert "dominant (shortest forgetting time): none" in text
+    assert (
+        "predicted forgetting time (norm memory m <= 1/e (e-fold time); each mechanism's slowest "
+        "layer, G as below): not within the run: the schedule ends with memory 0.999" in text
+    )
+    assert "sgd_noise       yes          inf       inf        99.9%  not within the run" in text
     assert "cosine schedule" in text
 
 
@@ -217,3 +230,28 @@ def test_theory_prints_the_accumulated_regularization_of_the_dry_run(tmp_path, c
     assert f"accumulated = {columns['accumulated']} " in printed
     for unit in ("explicit", "sgd_noise", "adam"):
         assert f"{unit} = {columns[unit]}" in printed, unit
+
+
+def test_theory_names_its_gradient_scale_and_probes_it(tmp_path, capsys):
+    """The mechanism table says its G is a placeholder; the probed law's line and JSON name the
+    probe (bridge.probe), and agree with law_forgetting called directly."""
+    from initmem.bridge.probe import law_forgetting
+    from initmem.empirical.config import RunConfig
+
+    path = tmp_path / "run.toml"
+    path.write_text(
+        'dataset = "cifar10-fixture"\ntrain_size = 16\nbatch_size = 4\nepochs = 20\n'
+        'width = 0.125\noptimizer = "adamw"\nlr = 0.01\nweight_decay = 0.5\nalpha = 8.0\n'
+        'device = "cpu"\n'
+    )
+    out = run_json(capsys, "--config", str(path))
+    assert out["g_source"].startswith("placeholder")
+    expected = law_forgetting(RunConfig.from_file(path), [1.0, 8.0])
+    assert out["law"]["state"] == expected["state"]
+    assert out["law"]["memory_end"] == pytest.approx(expected["memory_end"], rel=1e-12)
+    assert out["law"]["g_source"].startswith("probe at init: 8 minibatches of 4")
+    assert main(["theory", "--config", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "normalized-weight laws with G probed at alpha 8 and 1" in text
+    assert "g_source: probe at init" in text
+    assert "law" not in run_json(capsys, "--config", str(path), "--no-probe")

@@ -55,9 +55,9 @@ def test_an_update_by_a_second_driver_leaves_the_first_drivers_summary_whole(tmp
 
 
 def test_a_report_on_runs_that_all_diverged_before_a_step_claims_no_end_state(tmp_path):
-    from initmem.bridge.measure import norm_memory_curves
-    from initmem.bridge.study import norm_memory_end, norm_sentences
-    from initmem.empirical.memory import load_layers, load_sweep
+    from initmem.empirical.curves import norm_memory_curves
+    from initmem.empirical.memory import norm_memory_end, norm_sentences
+    from initmem.empirical.tables import load_layers, load_sweep
     from tests.bridge.synthetic import known_pipelines, write_synthetic_sweep
 
     root = write_synthetic_sweep(tmp_path / "s", known_pipelines()[:2], seeds=(0, 1), norms="sgd")

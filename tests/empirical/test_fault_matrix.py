@@ -13,6 +13,8 @@ of an undamaged resume or records one error line naming the file.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import warnings
 from pathlib import Path
@@ -21,8 +23,14 @@ import pandas as pd
 import pytest
 
 from initmem.empirical import runfolder
-from initmem.empirical.config import RunConfig
-from initmem.empirical.sweep import SweepSpec, prepare_sweep, read_manifest, sweep_status
+from initmem.empirical.config import NON_HASHED_FIELDS, RunConfig
+from initmem.empirical.sweep import (
+    SweepError,
+    SweepSpec,
+    prepare_sweep,
+    read_manifest,
+    sweep_status,
+)
 from initmem.empirical.tables import finished_runs, load_epochs, load_layers, load_sweep
 from initmem.empirical.trainer import train
 from initmem.empirical.workers import execute_run
@@ -119,7 +127,7 @@ def numbers(runs: pd.DataFrame) -> dict[str, tuple]:
 def analyse(sweep_dir: Path) -> tuple[pd.DataFrame, list[str], list[str]]:
     """What report, bridge and study read of every kept run (load_sweep, then the logs, layers and
     predictions of the finished runs); the warnings, one line each."""
-    from initmem.bridge.measure import disagreement_curves
+    from initmem.empirical.curves import disagreement_curves
     from initmem.empirical.memory import seed_disagreement
 
     with warnings.catch_warnings(record=True) as caught:
@@ -310,3 +318,335 @@ def test_the_fix_in_a_message_is_a_command_that_works_on_any_path(tmp_path):
     with pytest.raises(runfolder.DamagedFileError) as caught:
         runfolder.read_predictions(run_dir)
     assert f"rm -r '{run_dir}'" in str(caught.value)
+
+
+# ------------------------------------------------------------------------------ plug-in faults
+#: A plug-in module of faulty models and data (issue 37): each name below is one case.
+FAULTY_PLUGIN = '''
+import numpy as np
+import torch
+from torch import nn
+
+
+def stripes(config):
+    """Images whose class (0-9) is the row of a bright stripe."""
+    rng = np.random.default_rng(0)
+
+    def draw(n):
+        y = np.arange(n) % 10
+        x = rng.integers(0, 60, (n, 3, 32, 32)).astype(np.uint8)
+        for i, label in enumerate(y):
+            x[i, :, 3 * label : 3 * label + 2, :] = 250
+        return x, y
+
+    return (*draw(24), *draw(10))
+
+
+def one_class(config):
+    x, y, tx, ty = stripes(config)
+    return x, np.zeros_like(y), tx, np.zeros_like(ty)
+
+
+def net(config, outputs=10):
+    c = WIDTH
+    return nn.Sequential(
+        nn.Conv2d(3, c, 3, padding=1, bias=False), nn.GroupNorm(1, c), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, outputs),
+    )
+
+
+WIDTH = 4
+
+
+def frozen(config):
+    model = net(config)
+    model[0].weight.requires_grad_(False)
+    return model
+
+
+def all_frozen(config):
+    model = net(config)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def few_outputs(config):
+    return net(config, outputs=3)
+
+
+def many_outputs(config):
+    return net(config, outputs=12)
+
+
+def wrong_input(config):
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 28 * 28, 10))
+
+
+def three_d(config):
+    return nn.Sequential(net(config), nn.Unflatten(1, (10, 1)))
+
+
+def float64(config):
+    return net(config).double()
+
+
+def plain_mlp(config):
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
+
+
+def no_parameters(config):
+    return nn.Sequential(nn.Flatten(), nn.Identity())
+
+
+def raises(config):
+    raise ValueError("width must be a power of two")
+'''
+
+PLUGIN_RUN = """
+dataset = "faulty_plugin:{data}"
+model = "{model}"
+train_size = 16
+val_size = 4
+batch_size = 4
+epochs = 1
+lr = 0.05
+quiet = true
+"""
+
+
+@pytest.fixture
+def faulty_plugin(tmp_path, monkeypatch, capsys):
+    """The module ``faulty_plugin`` (and two modules that cannot be imported) on the path; returns
+    ``train(model, data="stripes", *extra)``: the exit status, stderr's lines and the run folder."""
+    import sys
+
+    from initmem.cli import main
+
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "faulty_plugin.py").write_text(FAULTY_PLUGIN)
+    (folder / "raises_on_import.py").write_text("raise RuntimeError('no GPU found')\n")
+    (folder / "bad_syntax.py").write_text("def net(config)\n    return None\n")
+    monkeypatch.syspath_prepend(str(folder))
+    for name in ("faulty_plugin", "raises_on_import", "bad_syntax"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    counter = iter(range(100))
+
+    def train(model, data="stripes", *extra, out=None):
+        run_file = tmp_path / "run.toml"
+        model = model if ":" in model else f"faulty_plugin:{model}"
+        run_file.write_text(PLUGIN_RUN.format(model=model, data=data))
+        out = out or tmp_path / f"run{next(counter)}"
+        argv = ["train", "--config", str(run_file), "--out", str(out), *extra]
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            status = main(argv)
+        return status, capsys.readouterr().err.splitlines(), out
+
+    train.folder = folder
+    return train
+
+
+ERRORS = {
+    # model (or data): the one error line's words
+    "all_frozen": "has no trainable parameter (5 parameter tensors, all frozen",
+    "few_outputs": "returns 3 outputs, fewer than the 10 classes",
+    "wrong_input": "its forward fails on a batch of images (2, 3, 32, 32)",
+    "three_d": "must return logits of shape (batch, classes) = (2, 10)",
+    "float64": "parameters must be float32 (found torch.float64)",
+    "raises": "model = 'faulty_plugin:raises': the plug-in raised ValueError: width must be",
+    "no_parameters": "model 'faulty_plugin:no_parameters' has no parameters: there is nothing to",
+}
+
+
+@pytest.mark.parametrize("model", sorted(ERRORS))
+def test_a_faulty_plugin_model_is_one_error_line_before_the_folder_is_written(faulty_plugin, model):
+    status, err, out = faulty_plugin(model)
+    assert status == 2 and len(err) == 1 and err[0].startswith("error: "), err
+    assert ERRORS[model] in err[0]
+    assert not (out / "config.json").exists()  # no folder left "unfinished"
+
+
+@pytest.mark.parametrize(
+    ("plugin", "words"),
+    [
+        ("raises_on_import:net", "importing module 'raises_on_import' raised RuntimeError: no GPU"),
+        ("bad_syntax:net", "module 'bad_syntax' has a syntax error (expected ':'"),
+    ],
+)
+def test_a_plugin_module_that_cannot_be_imported_is_one_error_line(faulty_plugin, plugin, words):
+    status, err, _ = faulty_plugin(plugin)
+    assert status == 2 and len(err) == 1 and words in err[0], err
+
+
+def test_a_one_class_data_set_is_an_error_and_extra_outputs_a_warning(faulty_plugin):
+    status, err, _ = faulty_plugin("net", "one_class")
+    assert status == 2 and len(err) == 1
+    assert "train_y holds one class ([0]); a data set needs at least 2 classes" in err[0]
+    status, err, out = faulty_plugin("many_outputs")
+    assert status == 0 and (out / "result.json").is_file()
+    warned = [line for line in err if line.startswith("warning:")]
+    assert len(warned) == 1 and "returns 12 outputs for the 10 classes" in warned[0], err
+
+
+def test_a_plugin_model_with_a_frozen_parameter_trains_it_not(faulty_plugin):
+    """Issue 37, 3: the frozen conv weight keeps its init; the rest trains; config.json records it."""
+    import torch
+
+    status, err, out = faulty_plugin("frozen")
+    assert status == 0, err
+    recorded = json.loads((out / "config.json").read_text())
+    assert recorded["model"]["frozen_parameters"] == 4 * 3 * 3 * 3
+    assert recorded["model"]["parameters"] == 4 + 4 + 4 * 10 + 10  # GroupNorm and the head
+    last = torch.load(out / "last.pt", weights_only=False)["trainer"]["model"]
+    config = RunConfig.from_dict(recorded["config"])
+    from initmem.empirical.models import build_model
+
+    init = build_model(config).state_dict()
+    torch.testing.assert_close(last["0.weight"], init["0.weight"], rtol=0, atol=0)
+    assert not torch.equal(last["5.weight"], init["5.weight"])
+
+
+def test_alpha_on_an_empty_group_is_an_error_naming_group_and_model(faulty_plugin):
+    """Issue 37, 1: ``norm`` on a model without normalization; allowed explicitly, it trains, and
+    config.json records each group's size."""
+    status, err, out = faulty_plugin(
+        "plain_mlp", "stripes", "--set", "alpha=8", "--set", "alpha_groups=norm"
+    )
+    assert status == 2 and len(err) == 1 and not (out / "config.json").exists()
+    assert (
+        "alpha_groups: group 'norm' holds no parameter of model 'faulty_plugin:plain_mlp'" in err[0]
+    )
+    assert "allow_empty_alpha_groups = true" in err[0]
+    status, err, out = faulty_plugin(
+        "plain_mlp",
+        "stripes",
+        "--set",
+        "alpha=8",
+        "--set",
+        "alpha_groups=norm",
+        "--set",
+        "allow_empty_alpha_groups=true",
+    )
+    assert status == 0, err
+    groups = json.loads((out / "config.json").read_text())["model"]["parameter_groups"]
+    assert groups["norm"] == 0 and groups["all"] == groups["head"] == 3 * 32 * 32 * 10 + 10
+
+
+def test_an_edited_plugin_is_another_run_and_says_so(faulty_plugin):
+    """Issue 37, 4: the same ``initmem train`` after the plug-in's source changed: one error line
+    naming the plug-in, not the stale result; the hash of the config changed with the source, and
+    config.json records the digest and the versions."""
+    import hashlib
+
+    status, _, out = faulty_plugin("net")
+    assert status == 0
+    recorded = json.loads((out / "config.json").read_text())
+    source = faulty_plugin.folder / "faulty_plugin.py"
+    plugin = recorded["provenance"]["plugins"]["model"]
+    assert plugin["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    assert {"torch", "numpy", "python", "device", "initmem_version", "git_commit"} <= set(
+        recorded["provenance"]
+    )
+    before = RunConfig.from_dict(recorded["config"]).hash
+    assert before == recorded["hash"]
+    source.write_text(source.read_text().replace("WIDTH = 4", "WIDTH = 16"))
+    assert RunConfig.from_dict(recorded["config"]).hash != before
+    status, err, _ = faulty_plugin("net", out=out)
+    assert status == 2 and len(err) == 1, err
+    assert (
+        "holds a run of an older version of a plug-in (model 'faulty_plugin:net': its source"
+        in err[0]
+    )
+
+
+def test_a_builtin_run_keeps_its_hash():
+    """Provenance changes no built-in run's identity: the default config's hash is the SHA-256 of
+    its hashed fields alone (no provenance, no plug-in digest), computed here by hand. (The value
+    itself changed once, with the rename step_milestones -> milestone_epochs: CHANGELOG.md.)"""
+    values = {k: v for k, v in RunConfig().to_dict().items() if k not in NON_HASHED_FIELDS}
+    text = json.dumps(values, sort_keys=True, separators=(",", ":"), default=list)
+    assert RunConfig().hash == hashlib.sha256(text.encode()).hexdigest()[:16]
+    assert not any(key in values for key in ("provenance", "plugin_sources"))
+
+
+def test_a_config_json_edited_after_the_run_is_flagged(sweep, baseline):
+    """Issue 37, 13: a finished run whose config.json's config no longer gives the hash it records
+    (alpha edited by hand) is a damaged run, named with one warning; the others are unchanged."""
+    runs = read_manifest(sweep)
+    path = runs[0].run_dir(sweep) / "config.json"
+    payload = json.loads(path.read_text())
+    payload["config"]["alpha"] = 16.0
+    path.write_text(json.dumps(payload, indent=2))
+    assert "its config gives hash" in runfolder.run_damage(path.parent, runs[0].hash)
+    frame, lines, _ = analyse(sweep)
+    assert len(lines) == 1 and f"skipping damaged run {runs[0].hash}" in lines[0]
+    assert "config.json" in lines[0] and "its config gives hash" in lines[0]
+    kept = numbers(frame)
+    assert kept == {h: v for h, v in baseline.items() if h != runs[0].hash}
+
+
+def test_a_run_trained_on_other_data_than_its_pipeline_is_named(sweep, baseline, capsys):
+    """Issue 37, 7: one run's data fingerprint (the labels' digest config.json records) differs from
+    the other runs' of its pipeline, as when a plug-in's data changes between calls: report (and
+    every reader of load_sweep: bridge, study) names that run in one warning; the numbers stay."""
+    runs = read_manifest(sweep)
+    path = runs[1].run_dir(sweep) / "config.json"
+    payload = json.loads(path.read_text())
+    payload["data"]["train_labels_sha256"] = "0" * 64
+    path.write_text(json.dumps(payload, indent=2))
+    frame, lines, categories = analyse(sweep)
+    assert categories == ["MixedDataWarning"]
+    assert (
+        f"run {runs[1].hash}" in lines[0] and "trained on other data than the other 4" in lines[0]
+    )
+    assert numbers(frame) == baseline
+    status, err = _cli(["report", str(sweep)], capsys)
+    assert status == 0 and sum(f"run {runs[1].hash}" in line for line in err) == 1
+
+
+#: The runs of PLUGIN_RUN as a sweep over alpha and seed.
+PLUGIN_SWEEP = (
+    'name = "plugin-faults"\n[base]'
+    + PLUGIN_RUN.format(data="stripes", model="faulty_plugin:{model}")
+    + "[grid]\nalpha = [1.0, 8.0]\nseed = [0, 1]\n"
+)
+
+
+def test_a_sweep_stops_before_any_run_when_its_predictions_find_an_empty_group(
+    faulty_plugin, tmp_path, capsys
+):
+    """Issue 37, 1 and Low: the pre-registration builds each pipeline's model; an alpha group
+    holding none of its parameters stops ``sweep run`` with one error line before any run starts
+    (it launched every run, each failing alike)."""
+    from initmem.cli import main
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(PLUGIN_SWEEP.format(model="plain_mlp") + 'alpha_groups = [["norm"]]\n')
+    out = tmp_path / "out"
+    assert main(["sweep", "run", str(path), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: alpha_groups: group 'norm' holds no")
+    assert "no run was started" in err[0]
+    assert not list(out.glob("runs/*/config.json"))
+
+
+def test_a_plugin_edited_between_sweep_calls_is_named_and_the_old_runs_still_read(
+    faulty_plugin, tmp_path
+):
+    """Issue 37, 4 and 7: the runs of a sweep are listed under the plug-in's source digest; after
+    an edit the next ``sweep run`` says which plug-in changed (one line, not "a different sweep"),
+    and the folder's manifest still reads (report and study read the runs that were trained)."""
+    spec = SweepSpec.from_toml(PLUGIN_SWEEP.format(model="net"))
+    out = tmp_path / "out"
+    before = [r.hash for r in prepare_sweep(spec, out)]
+    source = faulty_plugin.folder / "faulty_plugin.py"
+    source.write_text(source.read_text().replace("WIDTH = 4", "WIDTH = 16"))
+    with pytest.raises(
+        SweepError, match="the source of plug-in faulty_plugin:net, faulty_plugin:stripes changed"
+    ):
+        prepare_sweep(spec, out)
+    assert [r.hash for r in read_manifest(out)] == before
+    after = [r.hash for r in prepare_sweep(spec, out, update=True)]
+    assert not set(after) & set(before)

@@ -24,15 +24,11 @@ assert status.total == len(runs) == 24 and status.pending == 24, status
 print(sorted(m for m in ("torch", "pandas", "matplotlib", "initmem.empirical.trainer") if m in sys.modules))
 """
 
-PUBLIC = """
-import importlib, inspect, sys
-import initmem.empirical as empirical
-
-assert inspect.isfunction(empirical.train) and empirical.train.__name__ == "train"
-assert set(empirical.__all__) <= set(dir(empirical))
-for name in empirical.__all__:
-    getattr(empirical, name)
-for path in sys.argv[1:]:  # initmem.empirical.X[.Y] as the README writes them
+#: Resolves every dotted path of the command line (``initmem.room.X[.Y]`` as the README writes them)
+#: as a user would: attribute first, else the submodule; prints "ok N".
+RESOLVE = """
+import importlib, sys
+for path in sys.argv[1:]:
     parts = path.split(".")
     obj = importlib.import_module(".".join(parts[:2]))
     for i, part in enumerate(parts[2:], start=2):
@@ -42,6 +38,19 @@ for path in sys.argv[1:]:  # initmem.empirical.X[.Y] as the README writes them
             obj = importlib.import_module(".".join(parts[: i + 1]))
 print("ok", len(sys.argv) - 1)
 """
+
+PUBLIC = (
+    """
+import inspect
+import initmem.empirical as empirical
+
+assert inspect.isfunction(empirical.train) and empirical.train.__name__ == "train"
+assert set(empirical.__all__) <= set(dir(empirical))
+for name in empirical.__all__:
+    getattr(empirical, name)
+"""
+    + RESOLVE
+)
 
 
 def run(code: str, *args: str) -> str:

@@ -119,3 +119,40 @@ def test_sweep_status_shows_a_running_runs_epoch_of_its_total(tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_logger_broken_in_the_workers_is_named_and_a_rerun_writes_the_missing_files(
+    tmp_path, monkeypatch
+):
+    """Issue 37, 8: TensorBoard failing in the workers only left the sweep without event files and
+    without a word. Now a named warning says so and the driver writes them; a finished run without
+    its event file (deleted, or a logger broken everywhere, said in a warning) gets it on a rerun."""
+    pytest.importorskip("tensorboard")
+    from initmem.empirical import backends, loggers, sweep, workers
+
+    def broken(run_dir, logger="tensorboard"):
+        raise ImportError("tensorboard is broken in this process")
+
+    def in_process(tasks, *, trainer, **_):  # the local backend's outcomes, workers in this process
+        for task in tasks:
+            yield from workers.execute_task(task, trainer)
+
+    monkeypatch.setattr(workers, "write_events", broken)  # the workers' logger only
+    monkeypatch.setattr(backends, "get_backend", lambda name: in_process)
+    out = tmp_path / "out"
+    with pytest.warns(
+        sweep.LoggerWarning, match=r"logger tensorboard failed in the workers of 2 runs"
+    ):
+        status = run_sweep(_write(tmp_path), out, progress=False)
+    assert status.completed == 2
+    assert all(len(event_files(r.run_dir(out))) == 1 for r in read_manifest(out))
+    # the driver's logger broken too: named, and the rerun after it works writes the files
+    for run in read_manifest(out):
+        for path in event_files(run.run_dir(out)):
+            path.unlink()
+    monkeypatch.setattr(loggers, "write_events", broken)
+    with pytest.warns(sweep.LoggerWarning, match="could not write the event files of 2 finished"):
+        run_sweep(_write(tmp_path), out, progress=False)
+    monkeypatch.undo()
+    run_sweep(_write(tmp_path), out, workers=1, progress=False)
+    assert all(len(event_files(r.run_dir(out))) == 1 for r in read_manifest(out))

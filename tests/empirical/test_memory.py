@@ -22,7 +22,7 @@ from initmem.empirical.memory import (
     spread_null,
     spread_table,
 )
-from initmem.empirical.runfolder import run_lock
+from initmem.empirical.runfolder import RunResult, run_lock, write_result
 from initmem.empirical.sweep import SweepSpec, prepare_sweep
 from initmem.empirical.tables import (
     INTERPOLATION_THRESHOLD,
@@ -91,21 +91,18 @@ def make_sweep(root: Path, *, jsonl_only: tuple[str, ...] = (), train: dict | No
         run_dir = run.run_dir(root)
         run_dir.mkdir(parents=True, exist_ok=True)
         test_acc = ACC[key][seed]
-        result = {
-            "status": "completed",
-            "best_val_acc": test_acc - 0.01,
-            "test_acc": test_acc,
-            "best_epoch": 3,
-            "final_train_acc": train.get((*key, seed), 1.0),
-            "final_test_acc": test_acc - 0.02,
-            "epochs_run": 4,
-            "steps_run": 16,
-            "diverged_step": None,
-            "reason": None,
-            "wall_time": 1.5,
-            "hash": run.hash,
-            "run_dir": str(run_dir),
-        }
+        result = RunResult.completed(
+            run_dir,
+            run.hash,
+            test_acc=test_acc,
+            epochs_run=4,
+            steps_run=16,
+            best_val_acc=test_acc - 0.01,
+            best_epoch=3,
+            final_train_acc=train.get((*key, seed), 1.0),
+            final_test_acc=test_acc - 0.02,
+            wall_time=1.5,
+        )
         records = []
         for epoch in range(5):
             norm = run.config.alpha * (1 + 0.1 * epoch)
@@ -148,7 +145,7 @@ def make_sweep(root: Path, *, jsonl_only: tuple[str, ...] = (), train: dict | No
             test_labels=LABELS.astype(np.int16),
             best_test_pred=predictions(run.variant, run.config.alpha, seed).astype(np.int16),
         )
-        (run_dir / "result.json").write_text(json.dumps(result))
+        write_result(run_dir, result)
     return root
 
 

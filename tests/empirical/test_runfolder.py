@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,8 +145,33 @@ def test_start_step_none_when_finished_else_the_checkpoint_step(tmp_path):
     assert read_start_step(tmp_path) is None
 
 
-def test_runlog_is_an_alias_of_the_run_folder_module():
-    from initmem.empirical import runlog
+def test_every_run_records_what_made_it(tiny_config):
+    """Issue 37, 4: config.json's provenance holds the versions, the device and, from a git
+    checkout, the commit (checked against git itself); the study documents' Reproduce sentence
+    states them; the hash stays the config's (no version in it)."""
+    import platform
+    import subprocess
 
-    for name in runlog.__all__:
-        assert getattr(runlog, name) is getattr(runfolder, name)
+    import numpy
+    import torch
+
+    from initmem.empirical.config import config_hash
+    from initmem.empirical.provenance import provenance_sentence
+    from initmem.empirical.trainer import train
+
+    config = tiny_config(epochs=1)
+    train(config)
+    payload = json.loads((Path(config.out_dir) / "config.json").read_text())
+    record = payload["provenance"]
+    assert (record["torch"], record["numpy"]) == (torch.__version__, numpy.__version__)
+    assert record["python"] == platform.python_version() and record["device"] == "cpu"
+    assert record["plugins"] == {} and payload["started_at"].endswith("Z")
+    repo = Path(__file__).resolve().parents[2]
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    assert record["git_commit"] == head
+    assert payload["hash"] == config_hash(payload["config"])  # nothing of the provenance hashed
+    sentence = provenance_sentence([config.out_dir, Path(config.out_dir).parent / "none"])
+    assert f"torch {torch.__version__}" in sentence and f"git commit {head[:10]}" in sentence
+    assert "(1 of the 2 runs record no provenance)" in sentence

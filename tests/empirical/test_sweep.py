@@ -706,3 +706,68 @@ def test_expansion_is_lazy_and_counted_without_expanding(capsys):
     small = SweepSpec.from_toml(SWEEP)
     assert [r.hash for r in small.iter_runs(progress=True)] == [r.hash for r in small.expand()]
     assert f"expanding sweep {small.name}" in capsys.readouterr().err
+
+
+def test_a_script_without_the_main_guard_is_one_clear_error_not_a_restart_loop(tmp_path):
+    """Issue 37, 5: ``run_sweep`` at a script's top level. The spawned worker re-imports the script,
+    whose run_sweep refuses to start a sweep inside a starting worker; the driver stops after
+    ``WORKER_START_ATTEMPTS`` pools with one error naming the guard (it restarted forever before)."""
+    path = write_sweep(
+        tmp_path,
+        """
+        [base]
+        dataset = "cifar10-fixture"
+        batch_size = 4
+        epochs = 1
+        [grid]
+        alpha = [1.0, 2.0]
+        """,
+    )
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "from initmem.empirical.sweep import run_sweep\n"
+        f"run_sweep({str(path)!r}, {str(tmp_path / 'out')!r}, trainer={FAKE!r}, workers=1, "
+        "progress=False)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "SweepError: the sweep's worker processes died 3 times before taking any run" in last
+    assert 'if __name__ == "__main__":' in last
+    assert "run_sweep was called while a sweep worker process was starting" in done.stderr
+    assert time.monotonic() - started < 300
+    guarded = tmp_path / "guard.py"
+    body = script.read_text().splitlines()
+    guarded.write_text(f'{body[0]}\nif __name__ == "__main__":\n    {body[1]}\n')
+    assert subprocess.run([sys.executable, str(guarded)], env=env, timeout=300).returncode == 0
+
+
+def test_calls_at_the_same_time_count_their_overlap_once_and_no_run_twice(tmp_path):
+    """Issue 37, Low: two concurrent ``sweep run`` calls on a 16-run sweep were stated as "28 runs
+    trained" and the sum of both calls' times. The time now covers the union of the calls (an
+    independent count: 0-600 s and 300-900 s cover 900 s), and a run that another driver finished
+    is not counted as trained by this one."""
+    calls = [
+        Session("2026-01-01T00:00:00+00:00", 600.0, 0, 10, 2.0, 3.0, 4, 2),
+        Session("2026-01-01T00:05:00+00:00", 600.0, 0, 6, 2.0, 3.0, 4, 2),
+        Session("2026-01-01T02:00:00+00:00", 60.0, 16, 0, 2.0, 3.0, 4, 2),
+    ]
+    text = sessions_sentence(calls)
+    assert "took 16.0 minutes of wall time" in text and "16 runs trained" in text
+    assert "Some calls ran at the same time" in text
+    path = write_sweep(
+        tmp_path, "[base]\ndataset = 'cifar10-fixture'\nbatch_size = 4\n[grid]\nseed = [0, 1]\n"
+    )
+    out = tmp_path / "out"
+
+    def other_driver(runs):  # trains the first run after this call listed it as unfinished
+        execute_run(runs[0].task(out), FAKE)
+
+    status = run_sweep(path, out, trainer=FAKE, progress=False, before_training=other_driver)
+    assert status.completed == 2
+    (record,) = read_sessions(out)
+    assert (record.runs_before, record.runs_trained) == (0, 1)

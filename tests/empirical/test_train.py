@@ -52,6 +52,10 @@ LAYER_KEYS = {
     "grad_sq_sum",
     "lr_sq_grad_sq_sum",
     "norm_sq_drift",
+    "grad_sq_unit_sum",
+    "precond_grad_sq_sum",
+    "update_sq_unit_sum",
+    "update_radial_unit_sum",
     "angular_update",
     "filter_angular_update",
 }
@@ -75,9 +79,9 @@ class Killed(Exception):
         ({"warmup_epochs": 1.0}, 0, 0.25),  # 4 steps per epoch: (step + 1) / 4
         ({"warmup_epochs": 1.0}, 2, 0.75),
         ({"warmup_epochs": 1.0}, 4, 1.0),
-        ({"schedule": "step", "step_milestones": [3, 6], "step_gamma": 0.5}, 11, 1.0),
-        ({"schedule": "step", "step_milestones": [3, 6], "step_gamma": 0.5}, 12, 0.5),
-        ({"schedule": "step", "step_milestones": [3, 6], "step_gamma": 0.5}, 24, 0.25),
+        ({"schedule": "step", "milestone_epochs": [3, 6], "step_gamma": 0.5}, 11, 1.0),
+        ({"schedule": "step", "milestone_epochs": [3, 6], "step_gamma": 0.5}, 12, 0.5),
+        ({"schedule": "step", "milestone_epochs": [3, 6], "step_gamma": 0.5}, 24, 0.25),
         ({"schedule": "cosine"}, 0, 1.0),
         ({"schedule": "cosine"}, 20, 0.5),  # halfway through 40 steps
         ({"schedule": "cosine"}, 39, (1 + math.cos(math.pi * 39 / 40)) / 2),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from initmem.empirical import backends, runfolder, sweep, workers
+from initmem.empirical import backends
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepError, SweepSpec, run_sweep
 from initmem.empirical.tables import load_sweep
@@ -56,26 +56,6 @@ def test_a_backend_whose_package_is_missing_is_refused_before_anything_runs(tmp_
     with pytest.raises(SweepError, match="the ray backend needs no_such_package_for_ray"):
         run_sweep(spec, tmp_path / "s", backend="ray", trainer=FAKE, progress=False)
     assert not (tmp_path / "s").exists()
-
-
-@pytest.mark.parametrize(
-    ("name", "home"),
-    [
-        ("execute_run", workers),
-        ("execute_pack", workers),
-        ("record_failure", workers),
-        ("task_runs", workers),
-        ("run_lock", runfolder),
-        ("read_result", runfolder),
-        ("write_atomic", runfolder),
-        ("RUN_STATES", runfolder),
-    ],
-)
-def test_names_moved_out_of_sweep_still_import_with_a_warning(name, home):
-    with pytest.warns(DeprecationWarning, match=rf"use {home.__name__}.{name} \(removed in 0.2\)"):
-        assert getattr(sweep, name) is getattr(home, name)
-    with pytest.raises(AttributeError):
-        sweep.no_such_name  # noqa: B018
 
 
 @pytest.mark.usefixtures("importable")

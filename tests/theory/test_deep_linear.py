@@ -81,24 +81,22 @@ def test_gradients_match_finite_differences():
 
 
 @pytest.mark.parametrize("widths", [(3, 4, 2), (4, 5, 3, 2), (2, 3, 3, 3, 1)])
-@pytest.mark.parametrize("weight_decay", [0.0, 0.3])
+@pytest.mark.parametrize("l2", [0.0, 0.3])
 @pytest.mark.parametrize("batch_size", [None, 2])
-def test_one_step_balance_identity_is_exact(widths, weight_decay, batch_size):
+def test_one_step_balance_identity_is_exact(widths, l2, batch_size):
     """D_l <- (1 - lr lambda)^2 D_l + lr^2 (G_{l+1}^T G_{l+1} - G_l G_l^T), along 30 steps."""
     weights, X, Y = random_problem(widths, seed=len(widths))
     lr = 0.2
-    run = simulate_deep_linear(
-        weights, X, Y, lr, 30, weight_decay=weight_decay, batch_size=batch_size, seed=3
-    )
+    run = simulate_deep_linear(weights, X, Y, lr, 30, l2=l2, batch_size=batch_size, seed=3)
     rng = np.random.default_rng(3)  # the simulator's minibatch stream
     worst_error, largest_lr2_term = 0.0, 0.0
     for before, after in zip(run.weights[:-1], run.weights[1:], strict=True):
         rows = np.arange(len(X)) if batch_size is None else rng.choice(len(X), batch_size, False)
         grads = dl.deep_linear_gradients(before, X[rows], Y[rows])
-        predicted = dl.balance_after_step(dl.balance_matrices(before), grads, lr, weight_decay)
+        predicted = dl.balance_after_step(dl.balance_matrices(before), grads, lr, l2)
         actual = dl.balance_matrices(after)
         error = frobenius(difference(predicted, actual)) / frobenius(actual)
-        decay_only = [(1 - lr * weight_decay) ** 2 * D for D in dl.balance_matrices(before)]
+        decay_only = [(1 - lr * l2) ** 2 * D for D in dl.balance_matrices(before)]
         lr2_term = frobenius(difference(actual, decay_only)) / frobenius(actual)
         worst_error, largest_lr2_term = max(worst_error, error), max(largest_lr2_term, lr2_term)
     assert worst_error <= 1e-10
@@ -122,16 +120,14 @@ def test_gradient_flow_conserves_balance_to_first_order():
     assert dl.deep_linear_loss(run.weights[-1], X, Y) < 0.9 * dl.deep_linear_loss(weights, X, Y)
 
 
-def test_weight_decay_shrinks_balance_as_exp_minus_2_lambda_t():
+def test_l2_shrinks_balance_as_exp_minus_2_lambda_t():
     weights, X, Y = random_problem(scale=1.5)
     D0 = dl.balance_matrices(weights)
-    weight_decay, time = 0.5, 2.0
-    flow = dl.balance_under_weight_decay(D0, weight_decay, time)
+    l2, time = 0.5, 2.0
+    flow = dl.balance_under_l2(D0, l2, time)
     errors = []
     for lr in (4e-3, 2e-3, 1e-3):
-        run = simulate_deep_linear(
-            weights, X, Y, lr, round(time / lr), weight_decay=weight_decay, record_every=10**6
-        )
+        run = simulate_deep_linear(weights, X, Y, lr, round(time / lr), l2=l2, record_every=10**6)
         errors.append(frobenius(difference(dl.balance_matrices(run.weights[-1]), flow)))
     assert errors[0] / errors[1] == pytest.approx(2.0, rel=0.03)
     assert errors[1] / errors[2] == pytest.approx(2.0, rel=0.03)
@@ -139,10 +135,10 @@ def test_weight_decay_shrinks_balance_as_exp_minus_2_lambda_t():
     assert frobenius(flow) == pytest.approx(math.exp(-2.0) * frobenius(D0), rel=1e-14)
     # forgetting time of the balance: shrink by e
     lr = 1e-3
-    tau = dl.balance_forgetting_time(lr, weight_decay)
-    assert tau.continuous_time == pytest.approx(1 / (2 * weight_decay), rel=1e-14)
-    assert tau.steps == pytest.approx(-1 / (2 * math.log(1 - lr * weight_decay)), rel=1e-12)
-    assert lr * tau.steps == pytest.approx(tau.continuous_time, rel=lr * weight_decay)
+    tau = dl.balance_forgetting_time(lr, l2)
+    assert tau.lr_time == pytest.approx(1 / (2 * l2), rel=1e-14)
+    assert tau.steps == pytest.approx(-1 / (2 * math.log(1 - lr * l2)), rel=1e-12)
+    assert lr * tau.steps == pytest.approx(tau.lr_time, rel=lr * l2)
     assert math.isinf(dl.balance_forgetting_time(lr, 0.0).steps)
 
 
@@ -151,18 +147,18 @@ def test_weight_decay_shrinks_balance_as_exp_minus_2_lambda_t():
 
 
 @pytest.mark.parametrize("batch_size", [1, 2, 3, 6])
-@pytest.mark.parametrize("weight_decay", [0.0, 0.2])
-def test_sgd_balance_drift_is_the_exact_minibatch_expectation(batch_size, weight_decay):
+@pytest.mark.parametrize("l2", [0.0, 0.2])
+def test_sgd_balance_drift_is_the_exact_minibatch_expectation(batch_size, l2):
     """Average of the one-step balance change over all C(n, b) minibatches, enumerated."""
     weights, X, Y = random_problem(n=6)
     lr = 0.3
-    drift = dl.sgd_balance_drift(weights, X, Y, lr, batch_size, weight_decay)
+    drift = dl.sgd_balance_drift(weights, X, Y, lr, batch_size, l2)
     D = dl.balance_matrices(weights)
     subsets = list(itertools.combinations(range(len(X)), batch_size))
     total = [np.zeros_like(M) for M in D]
     for rows in subsets:
         grads = dl.deep_linear_gradients(weights, X[list(rows)], Y[list(rows)])
-        after = dl.balance_after_step(D, grads, lr, weight_decay)
+        after = dl.balance_after_step(D, grads, lr, l2)
         total = [t + (a - d) / len(subsets) for t, a, d in zip(total, after, D, strict=True)]
     scale = frobenius(total)
     assert frobenius(difference(drift.expected_change, total)) <= 1e-12 * scale
@@ -259,19 +255,19 @@ def test_saxe_learning_time_grows_like_log_one_over_alpha_squared():
     assert closed_slope / math.log(100) == pytest.approx(1 / (2 * s), rel=1e-9)
 
 
-def test_saxe_with_weight_decay_shifts_the_signal():
+def test_saxe_with_l2_shifts_the_signal():
     """Coupled L2: the balanced mode follows the sigmoid with s' = s - lambda."""
     signals = (2.0, 0.5)
     X, Y, U, V, rng = whitened_problem(signals, d0=3)
-    u0, weight_decay, lr = 0.05, 0.8, 1e-3
+    u0, l2, lr = 0.05, 0.8, 1e-3
     weights = aligned_init(U, V, np.full(2, math.sqrt(u0)), np.full(2, math.sqrt(u0)), rng)
-    run = simulate_deep_linear(weights, X, Y, lr, 3000, weight_decay=weight_decay, record_every=50)
+    run = simulate_deep_linear(weights, X, Y, lr, 3000, l2=l2, record_every=50)
     u = mode_strengths(run, U, V)
     for i, s in enumerate(signals):
-        closed = dl.saxe_mode_strength(lr * run.steps, s, u0, weight_decay)
+        closed = dl.saxe_mode_strength(lr * run.steps, s, u0, l2)
         np.testing.assert_allclose(u[:, i], closed, atol=3e-3)
     assert u[-1, 1] < 0.2 * u0  # s < lambda: the mode dies
-    assert u[-1, 0] == pytest.approx(signals[0] - weight_decay, rel=0.02)
+    assert u[-1, 0] == pytest.approx(signals[0] - l2, rel=0.02)
 
 
 @pytest.mark.parametrize("a0,b0", [(0.6, 0.6), (1.2, 0.3), (0.2, 1.1)])
@@ -318,13 +314,13 @@ def test_zero_signal_modes_decay_law_and_what_is_kept(a0, b0):
         ),
         (lambda: dl.balance_after_step([np.eye(2)], [np.ones((2, 2))], 0.1), "balances"),
         (lambda: dl.balance_after_step([], [np.ones((2, 2))], -0.1), "lr"),
-        (lambda: dl.balance_under_weight_decay([np.eye(2)], -0.1, 1.0), "weight_decay"),
-        (lambda: dl.balance_forgetting_time(0.1, -1.0), "weight_decay"),
-        (lambda: dl.balance_forgetting_time(2.0, 1.0), "lr \\* weight_decay"),
+        (lambda: dl.balance_under_l2([np.eye(2)], -0.1, 1.0), "l2"),
+        (lambda: dl.balance_forgetting_time(0.1, -1.0), "l2"),
+        (lambda: dl.balance_forgetting_time(2.0, 1.0), "lr \\* l2"),
         (lambda: dl.saxe_mode_strength(1.0, 1.0, -0.1), "u0"),
         (lambda: dl.saxe_mode_strength(-1.0, 1.0, 0.1), "time"),
         (lambda: dl.saxe_learning_time(1.0, 0.1, fraction=1.5), "fraction"),
-        (lambda: dl.saxe_learning_time(1.0, 0.1, weight_decay=2.0), "signal - weight_decay"),
+        (lambda: dl.saxe_learning_time(1.0, 0.1, l2=2.0), "signal - l2"),
         (lambda: dl.zero_signal_forgetting_time(0.0), "u0"),
         (
             lambda: dl.sgd_balance_drift(
@@ -334,9 +330,9 @@ def test_zero_signal_modes_decay_law_and_what_is_kept(a0, b0):
         ),
         (
             lambda: simulate_deep_linear(
-                [np.ones((2, 2))], np.ones((3, 2)), np.ones((3, 2)), 0.1, 5, weight_decay=-1
+                [np.ones((2, 2))], np.ones((3, 2)), np.ones((3, 2)), 0.1, 5, l2=-1
             ),
-            "weight_decay",
+            "l2",
         ),
     ],
 )

@@ -91,16 +91,16 @@ def test_dominant_mechanism_and_limits():
     # strong decay: explicit decay dominates and the time is ~ tau ln(T_noise / tau)
     strong = predict_forgetting(Pipeline(lr=1e-2, l2=1e-2), 4.0, **GROUP)
     assert strong.dominant == "explicit_decay"
-    tau, t_noise = row(strong, "explicit_decay").steps, row(strong, "sgd_noise").steps
+    tau, t_noise = row(strong, "explicit_decay").e_fold_steps, row(strong, "sgd_noise").steps
     assert strong.steps == pytest.approx(tau * math.log(t_noise / tau), rel=0.10)
-    assert strong.steps < t_noise
+    assert row(strong, "explicit_decay").steps < strong.steps < t_noise
 
     adam = predict_forgetting(Pipeline(optimizer="adam", lr=1e-3), 4.0, **GROUP)
     assert adam.dominant == "adaptive"
     assert not row(adam, "sgd_noise").acts
     adamw = predict_forgetting(Pipeline(optimizer="adamw", lr=1e-3, weight_decay=1.0), 4.0, **GROUP)
     assert adamw.dominant == "explicit_decay"
-    assert row(adamw, "explicit_decay").steps == pytest.approx(1 / (2e-3), rel=1e-3)
+    assert row(adamw, "explicit_decay").e_fold_steps == pytest.approx(1 / (2e-3), rel=1e-3)
 
 
 def test_slowest_layer_sets_the_time():
@@ -160,6 +160,17 @@ def test_report_is_strict_json():
     "call,name",
     [
         (lambda: Pipeline(optimizer="lbfgs"), "optimizer"),
+        (lambda: Pipeline(optimizer="SGD"), "lower case: 'sgd'"),
+        (lambda: Pipeline(optimizer="nadam"), "optimizer"),
+        (lambda: Pipeline(momentum=1.0), "momentum"),
+        (lambda: predict_forgetting(Pipeline(), -2.0), "alpha"),
+        (lambda: predict_forgetting(Pipeline(), math.inf), "alpha"),
+        (lambda: predict_forgetting(Pipeline(), 2.0, init_sq_per_coord=-1.0), "init_sq_per_coord"),
+        (lambda: predict_forgetting(Pipeline(), 2.0, logit_scale=math.nan), "logit_scale"),
+        (
+            lambda: predict_forgetting(Pipeline(total_steps=10), 2.0, inv_init_sq_per_coord=-3.0),
+            "inv_init_sq_per_coord",
+        ),
         (lambda: Pipeline(lr=0.0), "lr"),
         (lambda: Pipeline(weight_decay=-1.0), "weight_decay"),
         (lambda: Pipeline(total_steps=10, lr_multipliers=np.ones(9)), "lr_multipliers"),
@@ -187,6 +198,9 @@ def test_reported_times_follow_the_schedule():
     expected = normalized_forgetting(3.0, lr=1e-2, l2=1e-2, fan_in=576, lr_multipliers=mults)
     assert report.steps == expected.steps == math.inf
     assert row(report, "pipeline").epochs == math.inf
+    left = row(report, "pipeline").memory_left
+    assert 0 < left < 1
+    assert report.verdict == f"not within the run: the schedule ends with memory {left:.3g}"
     constant = predict_forgetting(Pipeline(lr=1e-2, l2=1e-2), 3.0)
     assert 1e4 < constant.steps < math.inf
     # A constant schedule is the constant-lr law (its time may lie past the run's end).
@@ -199,8 +213,12 @@ def test_reported_times_follow_the_schedule():
     assert predict_forgetting(ones, 3.0).steps == math.ceil(constant.steps)
     linear_row = row(predict_forgetting(ones, 3.0), "linear_decay")
     assert linear_row.steps == pytest.approx(row(constant, "linear_decay").steps, abs=1.0)
-    # Nothing forgets within the cosine run: the dominant mechanism erased the most by its end.
-    assert report.dominant == "explicit_decay"
+    # nothing forgets within the cosine run: none dominates (times only), and each row says
+    # what its schedule leaves
+    assert report.dominant == "none"
+    for name in ("sgd_noise", "explicit_decay", "pipeline", "linear_decay"):
+        assert row(report, name).verdict.startswith("not within the run"), name
+    assert row(report, "gradient_flow").verdict.startswith("never")
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -323,3 +341,90 @@ def test_adam_head_group_uses_law_7_where_it_applies():
         assert reason in row.formula and row.formula.startswith("no prediction")
     with pytest.raises(ValueError, match="equilibrium_gain"):
         predict_forgetting(adam_l2, 4.0, equilibrium_gain=0.0)
+
+
+#: Every schedule the config supports (``RunConfig.schedule``, warmup on or off), as the trainer
+#: expands it: 4,000 steps of 100.
+SCHEDULE_CASES = [
+    ("constant", {}),
+    ("constant", {"warmup_epochs": 5}),
+    ("step", {"milestone_epochs": (10, 25)}),
+    ("step", {"milestone_epochs": (15,), "warmup_epochs": 2, "step_gamma": 0.3}),
+    ("cosine", {}),
+    ("cosine", {"warmup_epochs": 5}),
+]
+
+
+def test_schedule_cases_cover_every_schedule():
+    from initmem.theory.schedule import SCHEDULES
+
+    assert {name for name, _ in SCHEDULE_CASES} == set(SCHEDULES)
+    assert any("warmup_epochs" in kw for _, kw in SCHEDULE_CASES)
+
+
+@pytest.mark.parametrize("schedule,kwargs", SCHEDULE_CASES)
+@pytest.mark.parametrize(
+    "optimizer,decay",
+    [("sgd", {"l2": 1e-2, "momentum": 0.9}), ("sgd", {}), ("adamw", {"weight_decay": 0.5})],
+)
+def test_predict_forgetting_agrees_with_normalized_on_every_schedule(
+    schedule, kwargs, optimizer, decay
+):
+    """The issue's case (SGD lr 1e-2, L2 1e-2, alpha 3, cosine with warmup: 21,536 steps against
+    never) came from two defaults: normalized_forgetting's absolute tol 0.1 against the shared
+    1/e. Now both default to the criterion and agree exactly on every schedule, pipeline row and
+    decay row alike (the same law, the same steps)."""
+    from initmem.theory.normalized import normalized_forgetting
+
+    total, per_epoch = 4000, 100
+    mults = lr_multipliers(total, per_epoch, schedule, **kwargs)
+    lr = 1e-2 if optimizer == "sgd" else 1e-3
+    pipeline = Pipeline(
+        optimizer=optimizer,
+        lr=lr,
+        batch_size=128,
+        total_steps=total,
+        steps_per_epoch=per_epoch,
+        lr_multipliers=mults,
+        **decay,
+    )
+    report = predict_forgetting(pipeline, 3.0, **GROUP)
+    lr_used, mults_used = pipeline.time_schedule
+    alone = normalized_forgetting(
+        3.0,
+        lr=lr_used,
+        fan_in=DIM,
+        optimizer=optimizer,
+        init_sq_per_coord=1.0 / DIM,
+        grad_sq_unit=1.0,
+        lr_multipliers=mults_used,
+        **decay,
+    )
+    assert report.steps == alone.steps
+    if decay.get("l2") or decay.get("weight_decay"):
+        assert row(report, "explicit_decay").steps == alone.decay_steps
+    if math.isinf(report.steps):
+        assert report.verdict.startswith("not within the run: the schedule ends with memory")
+    else:
+        assert report.verdict == f"forgotten at step {report.steps:.6g}"
+
+
+def test_decay_time_is_the_relaxation_from_equilibrium():
+    """(5) of normalized against simulation: both runs start at the SGD + L2 equilibrium norm (the
+    alpha run at alpha^2 times it); the first step whose simulated memory is at or below 1/e
+    matches the decay's own time within 10% (the mean field's noise)."""
+    from initmem.theory import normalized as nz
+
+    lr, l2, alpha = 0.02, 0.0125, 3.0
+    law = nz.sgd_norm_law(lr, NOISE.noise_sq, l2=l2)
+    start = law.equilibrium_norm_sq()
+    traj = simulate_norms(
+        NOISE, lr=lr, steps=3000, alphas=[1.0, alpha], l2=l2, init_norm_sq=start, record_every=5
+    )
+    measured = first_time_below(
+        traj.steps, traj.log_ratio()[1], FORGETTING.tolerance(2 * math.log(alpha))
+    )
+    predicted = nz.decay_forgetting_steps(alpha, math.log(law.contraction), 2)
+    assert predicted == pytest.approx(measured, rel=0.10)
+    report = predict_forgetting(Pipeline(lr=lr, l2=l2), alpha, **GROUP)
+    assert row(report, "explicit_decay").steps == pytest.approx(predicted, rel=1e-12)

@@ -36,44 +36,44 @@ def diagonal_problem(variances=(0.05, 0.2, 0.5, 1.0, 1.5), null_dims=2):
     return X, np.diag(X.T @ X / n)
 
 
-def times_for(h, lr, weight_decay, momentum, decoupled):
+def times_for(h, lr, l2, momentum, decoupled):
     if decoupled:
-        return linear.forgetting_times_decoupled(h, lr, weight_decay, momentum)
-    return linear.forgetting_times(h, lr, weight_decay, momentum)
+        return linear.forgetting_times(h, lr, momentum=momentum, weight_decay=l2)
+    return linear.forgetting_times(h, lr, l2, momentum)
 
 
-def decay_kwargs(weight_decay, decoupled):
-    return {"decoupled_weight_decay" if decoupled else "weight_decay": weight_decay}
+def decay_kwargs(l2, decoupled):
+    return {"weight_decay" if decoupled else "l2": l2}
 
 
 # ---------------------------------------------------------------------------------------------
 # Per-direction forgetting times
 
 
-@pytest.mark.parametrize("lr,weight_decay", [(0.5, 0.0), (1.0, 0.01), (1.9, 0.05), (0.05, 0.1)])
-def test_gd_contraction_is_exactly_rho_to_the_t(lr, weight_decay):
+@pytest.mark.parametrize("lr,l2", [(0.5, 0.0), (1.0, 0.01), (1.9, 0.05), (0.05, 0.1)])
+def test_gd_contraction_is_exactly_rho_to_the_t(lr, l2):
     X, y, w0_draw = random_problem()
     h, V = linear.hessian_eigh(X)
     w0 = w0_draw
     # the init component: difference of the runs from w0 and from 0 (the iteration is affine)
     T = 40
-    with_init = simulate_least_squares(X, y, w0, lr, T, weight_decay=weight_decay).weights
-    from_zero = simulate_least_squares(X, y, 0 * w0, lr, T, weight_decay=weight_decay).weights
+    with_init = simulate_least_squares(X, y, w0, lr, T, l2=l2).weights
+    from_zero = simulate_least_squares(X, y, 0 * w0, lr, T, l2=l2).weights
     measured = (with_init - from_zero) @ V / (V.T @ w0)
-    exact = (1.0 - lr * (h + weight_decay))[None, :] ** np.arange(T + 1)[:, None]
+    exact = (1.0 - lr * (h + l2))[None, :] ** np.arange(T + 1)[:, None]
     np.testing.assert_allclose(measured, exact, rtol=0, atol=1e-12)
-    closed = linear.init_contraction(X, lr, T, weight_decay=weight_decay)
+    closed = linear.init_contraction(X, lr, T, l2=l2)
     np.testing.assert_allclose(closed, exact[-1], rtol=0, atol=1e-14)
-    times = linear.forgetting_times(X, lr, weight_decay)
-    rho = np.abs(1.0 - lr * (h + weight_decay))
+    times = linear.forgetting_times(X, lr, l2)
+    rho = np.abs(1.0 - lr * (h + l2))
     with np.errstate(divide="ignore"):
         expected = np.where(rho < 1, -1.0 / np.log(rho), np.inf)
     np.testing.assert_allclose(times, expected, rtol=1e-12)
-    assert np.all(np.isinf(times[h == 0])) == (weight_decay == 0)
+    assert np.all(np.isinf(times[h == 0])) == (l2 == 0)
 
 
 @pytest.mark.parametrize(
-    "lr,momentum,weight_decay,decoupled",
+    "lr,momentum,l2,decoupled",
     [
         (0.5, 0.9, 0.0, False),  # underdamped: every data direction at -1/ln(sqrt(0.9)) steps
         (1.5, 0.5, 0.01, False),
@@ -83,12 +83,12 @@ def test_gd_contraction_is_exactly_rho_to_the_t(lr, weight_decay):
         (1.0, 0.0, 0.01, False),
     ],
 )
-def test_forgetting_times_match_measured_rate(lr, momentum, weight_decay, decoupled):
+def test_forgetting_times_match_measured_rate(lr, momentum, l2, decoupled):
     """-1/ln(rho) against the decay rate of the simulated init component, fitted over a horizon
     where it shrinks from e^-150 to e^-300 (diagonal data: no rounding from other directions)."""
     X, h = diagonal_problem()
     n, d = X.shape
-    times = times_for(h, lr, weight_decay, momentum, decoupled)
+    times = times_for(h, lr, l2, momentum, decoupled)
     finite = np.isfinite(times)
     horizon = int(np.ceil(300 * times[finite].max()))
     run = simulate_least_squares(
@@ -98,7 +98,7 @@ def test_forgetting_times_match_measured_rate(lr, momentum, weight_decay, decoup
         lr,
         horizon,
         momentum=momentum,
-        **decay_kwargs(weight_decay, decoupled),
+        **decay_kwargs(l2, decoupled),
     )
     c = run.weights  # init component per direction, c_0 = 1
     state = np.hypot(c[1:], c[:-1])  # |(c_t, c_{t-1})|: the 2-D state's size
@@ -111,9 +111,7 @@ def test_forgetting_times_match_measured_rate(lr, momentum, weight_decay, decoup
     np.testing.assert_array_equal(c[:, ~finite], 1.0)
     # and the exact matrix-power contraction follows the simulation step by step
     for T in (1, 2, 7, 60):
-        closed = linear.init_contraction(
-            h, lr, T, momentum=momentum, **decay_kwargs(weight_decay, decoupled)
-        )
+        closed = linear.init_contraction(h, lr, T, momentum=momentum, **decay_kwargs(l2, decoupled))
         np.testing.assert_allclose(closed, c[T], rtol=1e-10, atol=1e-14)
 
 
@@ -122,10 +120,10 @@ def test_torch_sgd_pins_the_momentum_and_l2_convention():
     torch = pytest.importorskip("torch")
     X, y, w0_draw = random_problem()
     n, d = X.shape
-    lr, momentum, weight_decay, alpha = 0.7, 0.8, 0.03, 1.7
+    lr, momentum, l2, alpha = 0.7, 0.8, 0.03, 1.7
     w = torch.nn.Parameter(torch.tensor(alpha * w0_draw, dtype=torch.float64))
     Xt, yt = torch.tensor(X), torch.tensor(y)
-    opt = torch.optim.SGD([w], lr=lr, momentum=momentum, weight_decay=weight_decay)
+    opt = torch.optim.SGD([w], lr=lr, momentum=momentum, weight_decay=l2)
     checkpoints = {1, 2, 3, 10, 57}
     for step in range(1, max(checkpoints) + 1):
         opt.zero_grad()
@@ -134,13 +132,13 @@ def test_torch_sgd_pins_the_momentum_and_l2_convention():
         opt.step()
         if step in checkpoints:
             closed = linear.predictor_init_dependence(
-                X, y, w0_draw, lr, step, momentum=momentum, weight_decay=weight_decay
+                X, y, w0_draw, lr, step, momentum=momentum, l2=l2
             )
             np.testing.assert_allclose(
                 w.detach().numpy(), closed.weights(alpha), rtol=0, atol=1e-12
             )
     numpy_run = simulate_least_squares(
-        X, y, alpha * w0_draw, lr, max(checkpoints), momentum=momentum, weight_decay=weight_decay
+        X, y, alpha * w0_draw, lr, max(checkpoints), momentum=momentum, l2=l2
     )
     np.testing.assert_allclose(numpy_run.weights[-1], w.detach().numpy(), rtol=0, atol=1e-13)
 
@@ -148,36 +146,34 @@ def test_torch_sgd_pins_the_momentum_and_l2_convention():
 def test_companion_matrix_spectral_radius():
     """The (w_t, u_t) iteration has the spectrum of the companion matrix of the issue."""
     h = np.array([0.0, 0.01, 0.3, 1.0, 2.5])
-    lr, momentum, weight_decay = 0.6, 0.7, 0.02
+    lr, momentum, l2 = 0.6, 0.7, 0.02
     companion = np.zeros((h.size, 2, 2))
-    companion[:, 0, 0] = 1 + momentum - lr * (h + weight_decay)
+    companion[:, 0, 0] = 1 + momentum - lr * (h + l2)
     companion[:, 0, 1] = -momentum
     companion[:, 1, 0] = 1.0
     rho = np.abs(np.linalg.eigvals(companion)).max(axis=1)
-    got = linear.spectral_radii(h, lr, weight_decay, momentum)
+    got = linear.spectral_radii(h, lr, l2, momentum)
     np.testing.assert_allclose(got, rho, rtol=1e-12)
     np.testing.assert_allclose(
-        linear.forgetting_times(h, lr, weight_decay, momentum), -1 / np.log(rho), rtol=1e-10
+        linear.forgetting_times(h, lr, l2, momentum), -1 / np.log(rho), rtol=1e-10
     )
 
 
 @pytest.mark.parametrize(
-    "momentum,weight_decay,decoupled",
+    "momentum,l2,decoupled",
     [(0.0, 0.0, False), (0.0, 0.05, False), (0.9, 0.05, False), (0.9, 0.05, True)],
 )
-def test_gradient_flow_limit_is_first_order(momentum, weight_decay, decoupled):
+def test_gradient_flow_limit_is_first_order(momentum, l2, decoupled):
     h = np.array([0.0, 0.02, 0.3, 1.0])
-    rate = (h + (0 if decoupled else weight_decay)) / (1 - momentum) + (
-        weight_decay if decoupled else 0
-    )
+    rate = (h + (0 if decoupled else l2)) / (1 - momentum) + (l2 if decoupled else 0)
     keep = rate > 0
     errors = []
     # heavy ball reaches its flow limit only when overdamped: lr (h + lambda) << (1 - sqrt(mu))^2
     base = 1e-2 * (1 - math.sqrt(momentum)) ** 2
     for lr in (base, base / 2, base / 4):
-        continuous = lr * times_for(h, lr, weight_decay, momentum, decoupled)
+        continuous = lr * times_for(h, lr, l2, momentum, decoupled)
         flow_steps = linear.flow_forgetting_times(
-            h, lr, momentum=momentum, **decay_kwargs(weight_decay, decoupled)
+            h, lr, momentum=momentum, **decay_kwargs(l2, decoupled)
         )
         np.testing.assert_allclose(lr * flow_steps[keep], 1 / rate[keep], rtol=1e-12)
         assert np.all(np.isinf(flow_steps[~keep])) and np.all(np.isinf(continuous[~keep]))
@@ -212,21 +208,16 @@ def test_null_space_kept_without_decay_forgotten_with_it(momentum):
     assert linear.null_space_forgetting_time(lr, momentum=momentum) == math.inf
 
     decoupled = (
-        simulate_least_squares(
-            X, y, w0_draw, lr, T, momentum=momentum, decoupled_weight_decay=wd
-        ).weights
-        @ P
+        simulate_least_squares(X, y, w0_draw, lr, T, momentum=momentum, weight_decay=wd).weights @ P
     )
     expected = (1 - lr * wd) ** np.arange(T + 1)[:, None] * decoupled[0]
     np.testing.assert_allclose(decoupled, expected, rtol=0, atol=1e-12)
-    tau = linear.null_space_forgetting_time(lr, momentum=momentum, decoupled_weight_decay=wd)
+    tau = linear.null_space_forgetting_time(lr, momentum=momentum, weight_decay=wd)
     assert tau == pytest.approx(-1 / math.log1p(-lr * wd), rel=1e-12)
     assert measured_forgetting_step(np.arange(T + 1), decoupled) == math.ceil(tau)
 
     wd = 0.0005  # lr * wd << (1 - sqrt(momentum))^2: overdamped, where the flow limit holds
-    coupled = (
-        simulate_least_squares(X, y, w0_draw, lr, T, momentum=momentum, weight_decay=wd).weights @ P
-    )
+    coupled = simulate_least_squares(X, y, w0_draw, lr, T, momentum=momentum, l2=wd).weights @ P
     c = np.array([linear.init_contraction([0.0], lr, t, wd, momentum)[0] for t in range(T + 1)])
     np.testing.assert_allclose(coupled, c[:, None] * coupled[0], rtol=0, atol=1e-12)
     tau = linear.null_space_forgetting_time(lr, wd, momentum)
@@ -251,22 +242,20 @@ def test_minibatch_sgd_never_changes_null_space(lr, batch_size, momentum):
 # Adam (no closed form): moves the null-space component
 
 
-@pytest.mark.parametrize("decoupled_weight_decay", [0.0, 0.1])
-def test_adam_simulator_matches_torch(decoupled_weight_decay):
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_adam_simulator_matches_torch(weight_decay):
     torch = pytest.importorskip("torch")
     X, y, w0_draw = random_problem()
     n = X.shape[0]
     lr, T = 0.01, 25
     w = torch.nn.Parameter(torch.tensor(w0_draw))
-    opt = torch.optim.AdamW([w], lr=lr, weight_decay=decoupled_weight_decay)
+    opt = torch.optim.AdamW([w], lr=lr, weight_decay=weight_decay)
     Xt, yt = torch.tensor(X), torch.tensor(y)
     for _ in range(T):
         opt.zero_grad()
         (((Xt @ w - yt) ** 2).sum() / (2 * n)).backward()
         opt.step()
-    ours = simulate_adam_least_squares(
-        X, y, w0_draw, lr, T, decoupled_weight_decay=decoupled_weight_decay
-    )
+    ours = simulate_adam_least_squares(X, y, w0_draw, lr, T, weight_decay=weight_decay)
     np.testing.assert_allclose(ours.weights[-1], w.detach().numpy(), rtol=0, atol=1e-13)
 
 
@@ -303,12 +292,10 @@ def test_adam_forgetting_time_scales_like_alpha_over_lr():
 
 @pytest.mark.parametrize("steps", [0, 1, 25, 300])
 @pytest.mark.parametrize(
-    "weight_decay,momentum,decoupled_weight_decay",
+    "l2,momentum,weight_decay",
     [(0.0, 0.0, 0.0), (0.05, 0.0, 0.0), (0.02, 0.9, 0.0), (0.0, 0.5, 0.03)],
 )
-def test_predictor_is_affine_in_alpha_at_step_t(
-    steps, weight_decay, momentum, decoupled_weight_decay
-):
+def test_predictor_is_affine_in_alpha_at_step_t(steps, l2, momentum, weight_decay):
     X, y, w0_draw = random_problem()
     x_query = np.random.default_rng(7).standard_normal((5, X.shape[1]))
     lr = 0.8
@@ -319,9 +306,9 @@ def test_predictor_is_affine_in_alpha_at_step_t(
         lr,
         steps,
         x_query=x_query,
-        weight_decay=weight_decay,
+        l2=l2,
         momentum=momentum,
-        decoupled_weight_decay=decoupled_weight_decay,
+        weight_decay=weight_decay,
     )
     for alpha in (0.0, 1.0, -2.5):
         run = simulate_least_squares(
@@ -330,9 +317,9 @@ def test_predictor_is_affine_in_alpha_at_step_t(
             alpha * w0_draw,
             lr,
             steps,
-            weight_decay=weight_decay,
+            l2=l2,
             momentum=momentum,
-            decoupled_weight_decay=decoupled_weight_decay,
+            weight_decay=weight_decay,
         )
         np.testing.assert_allclose(x_query @ run.weights[-1], closed.predict(alpha), atol=1e-10)
 
@@ -356,7 +343,7 @@ def test_predictor_at_infinity_keeps_the_null_space_on_test_points_only():
         run = simulate_least_squares(X, y, alpha * w0_draw, lr, horizon).weights[-1]
         np.testing.assert_allclose(x_query @ run, limit.predict(alpha), atol=1e-10)
 
-    for kwargs in ({"weight_decay": 0.05}, {"decoupled_weight_decay": 0.05, "momentum": 0.9}):
+    for kwargs in ({"l2": 0.05}, {"weight_decay": 0.05, "momentum": 0.9}):
         decayed = linear.predictor_init_dependence(X, y, w0_draw, 0.5, np.inf, **kwargs)
         assert np.all(decayed.init_part == 0.0)
         horizon = int(60 * linear.forgetting_table(X, 0.5, **kwargs).forgetting_steps.max())
@@ -375,16 +362,16 @@ def test_eigenvalues_from_data_matrix_and_table():
         linear.forgetting_times(X, 0.3, 0.01), linear.forgetting_times(h, 0.3, 0.01)
     )
     assert np.sum(h == 0) == X.shape[1] - X.shape[0]
-    table = linear.forgetting_table(X, 0.3, weight_decay=0.01, momentum=0.5)
+    table = linear.forgetting_table(X, 0.3, l2=0.01, momentum=0.5)
     assert list(table.columns) == [
         "eigenvalue",
         "spectral_radius",
         "forgetting_steps",
         "flow_forgetting_steps",
-        "forgetting_time",
-        "flow_forgetting_time",
+        "forgetting_lr_time",
+        "flow_forgetting_lr_time",
     ]
-    np.testing.assert_allclose(table.forgetting_time, 0.3 * table.forgetting_steps)
+    np.testing.assert_allclose(table.forgetting_lr_time, 0.3 * table.forgetting_steps)
     lr_max = linear.max_stable_lr(X, 0.01, 0.5)
     assert np.all(linear.spectral_radii(X, lr_max, 0.01, 0.5) <= 1 + 1e-12)
     assert linear.spectral_radii(X, 1.01 * lr_max, 0.01, 0.5).max() > 1
@@ -400,7 +387,7 @@ def test_eigenvalues_from_data_matrix_and_table():
         (lambda: linear.forgetting_times(np.ones((2, 2, 2)), lr=0.1), "eigenvalues"),
         (lambda: linear.forgetting_times([3.0], lr=1.0), r"lr <= 0\.666667"),
         (lambda: linear.forgetting_times([3.0], lr=1.3, momentum=0.9), "lr <= 1.26667"),
-        (lambda: linear.forgetting_times_decoupled([1.0], 0.1, weight_decay=-1), "weight_decay"),
+        (lambda: linear.forgetting_times([1.0], 0.1, weight_decay=-1), "weight_decay"),
         (lambda: linear.init_contraction([1.0], 0.1, steps=-1), "steps"),
         (lambda: linear.init_contraction([1.0], 2.0, steps=np.inf), "stability edge"),
         (
@@ -428,13 +415,21 @@ def test_bad_inputs_raise_value_error_naming_the_argument(call, match):
         call()
 
 
-def test_empty_eigenvalues_and_the_deprecated_weight_decay_alias():
+def test_empty_eigenvalues_and_one_meaning_per_decay_name():
+    """``l2`` coupled, ``weight_decay`` decoupled (as RunConfig): without momentum the two are the
+    same contraction; with momentum the decoupled null space is exactly (1 - lr wd)^T."""
     with pytest.raises(ValueError, match="empty"):
         linear.forgetting_times([], lr=0.1)
     h = np.array([0.0, 0.5, 2.0])
-    with pytest.warns(DeprecationWarning, match="l2"):
-        old = linear.forgetting_times(h, 0.1, weight_decay=0.3, momentum=0.5)
-    np.testing.assert_array_equal(old, linear.forgetting_times(h, 0.1, l2=0.3, momentum=0.5))
-    np.testing.assert_array_equal(old, linear.forgetting_times(h, 0.1, 0.3, 0.5))  # positional
-    with pytest.raises(ValueError, match="not both"):
-        linear.forgetting_times(h, 0.1, l2=0.1, weight_decay=0.1)
+    np.testing.assert_allclose(
+        linear.forgetting_times(h, 0.1, l2=0.3),
+        linear.forgetting_times(h, 0.1, weight_decay=0.3),
+        rtol=1e-12,
+    )
+    decoupled = linear.forgetting_times(h, 0.1, momentum=0.9, weight_decay=0.3)
+    assert decoupled[0] == pytest.approx(-1.0 / math.log1p(-0.03), rel=1e-12)
+    coupled = linear.forgetting_times(h, 0.1, 0.3, 0.9)  # positional: (lr, l2, momentum)
+    assert coupled[0] == pytest.approx(linear.forgetting_times(h, 0.1, l2=0.3, momentum=0.9)[0])
+    assert coupled[0] < decoupled[0]  # coupled L2 rides the buffer: about (1 - mu) / (lr l2)
+    with pytest.raises(TypeError):
+        linear.forgetting_times(h, 0.1, decoupled_weight_decay=0.1)  # the old name is gone

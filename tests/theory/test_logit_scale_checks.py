@@ -176,14 +176,17 @@ def test_balance_mean_field_range_with_momentum_and_decoupled_decay(draw):
 
 def test_alpha_past_the_float_range_gives_finite_times():
     """alpha^2 overflows at alpha = 1e200: the log-domain value continues the ordinary one (the time
-    grows by 2 ln(alpha ratio) / (-ln q)); alpha = 1e-200 gives the alpha -> 0 limit of (4)."""
+    grows by 2 ln(alpha ratio) / (-ln q) at a fixed absolute tol); alpha = 1e-200 gives the
+    alpha -> 0 limit of (4)."""
     lr, l2 = 0.1, 0.1
     per_efold = -2 * math.log1p(-lr * l2)
-    for scales in ({}, {"init_scale": 0.5, "equilibrium_scale": 2.0}):
+    for scales in ({"tol": 0.1}, {"init_scale": 0.5, "equilibrium_scale": 2.0, "tol": 0.1}):
         big = ls.logit_scale_forgetting_steps(1e200, lr, l2=l2, **scales)
         ordinary = ls.logit_scale_forgetting_steps(1e150, lr, l2=l2, **scales)
         assert big - ordinary == pytest.approx(2 * math.log(1e50) / per_efold, rel=1e-9)
-    tiny = ls.logit_scale_forgetting_steps(1e-200, lr, l2=l2, init_scale=0.5, equilibrium_scale=2.0)
+    tiny = ls.logit_scale_forgetting_steps(
+        1e-200, lr, l2=l2, init_scale=0.5, equilibrium_scale=2.0, tol=0.1
+    )
     assert tiny == pytest.approx(model_4_time(0.0, lr * l2, 0.5, 2.0, 0.1), rel=1e-8)
 
 
@@ -191,3 +194,15 @@ def test_adam_excess_path_past_the_float_range_is_homogeneous():
     path = ls.adam_excess_path(1e300, 1e298, 50)
     assert np.all(np.isfinite(path))
     np.testing.assert_allclose(path / 1e300, ls.adam_excess_path(1.0, 1e-2, 50), rtol=1e-12)
+
+
+def test_default_tolerance_is_the_one_predict_forgetting_uses():
+    """Called alone, the logit-scale laws default to the shared criterion, so their times are the
+    head group's of predict_forgetting for the same pipeline (equal to the last digit)."""
+    from initmem.theory.forgetting import Pipeline, predict_forgetting
+
+    report = predict_forgetting(Pipeline(lr=0.02, l2=0.01, momentum=0.9), 4.0, logit_scale=0.5)
+    head = report.groups.set_index("group").loc["head_logit_scale"]
+    alone = ls.logit_scale_forgetting_steps(4.0, 0.02, l2=0.01, momentum=0.9, init_scale=0.5)
+    assert head.steps == alone
+    assert ls.logit_scale_forgetting_steps(4.0, 0.02, l2=0.01, momentum=0.9, tol=0.1) > alone

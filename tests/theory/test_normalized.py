@@ -22,10 +22,14 @@ DIM = 256
 NOISE = ScaleInvariantLoss(dim=DIM, noise_sq=1.0)
 
 
-def measured_forgetting(traj, tol=nz.DEFAULT_TOL):
-    """First recorded step with |log-ratio| <= tol for each alpha != 1 (row 0 is alpha = 1)."""
+def measured_forgetting(traj, tol=None):
+    """First recorded step with |log-ratio| <= tol for each alpha != 1 (row 0 is alpha = 1);
+    ``tol`` None: each alpha's shared criterion (norm memory <= 1/e), the laws' default."""
     ratios = traj.log_ratio()
-    return [first_time_below(traj.steps, ratios[i], tol) for i in range(1, len(traj.alphas))]
+    return [
+        first_time_below(traj.steps, ratios[i], nz.log_ratio_tolerance(traj.alphas[i], tol))
+        for i in range(1, len(traj.alphas))
+    ]
 
 
 # ------------------------------------------------------------------ exact identities, synthetic loss
@@ -361,8 +365,10 @@ def test_adaptive_mean_field_against_simulation(optimizer, lr, kwargs):
     np.testing.assert_allclose(
         traj.norm_sq[:, late], field.norm_sq(traj.steps[late], traj.alphas**2), rtol=LAW_RTOL
     )
-    predicted = [field.forgetting_steps(a, 1.0) for a in traj.alphas[1:]]
-    np.testing.assert_allclose(measured_forgetting(traj), predicted, rtol=LAW_RTOL)
+    # an absolute tolerance of 0.1: the crossing lies past the first 500 steps, where the record
+    # grid (50 steps) is fine against the time
+    predicted = [field.forgetting_steps(a, 1.0, tol=0.1) for a in traj.alphas[1:]]
+    np.testing.assert_allclose(measured_forgetting(traj, 0.1), predicted, rtol=LAW_RTOL)
 
 
 def test_adam_lag_regime_torch_default_init():
@@ -378,10 +384,12 @@ def test_adam_lag_regime_torch_default_init():
         init_norm_sq=1 / 3,
         record_every=50,
     )
-    measured = measured_forgetting(traj)[0]
+    # absolute tolerance 0.1 (memory 0.07): the law is tested late in the run, where its mean
+    # field holds (at the shared 1/e, step ~550, it is 17% late: the early v transient)
+    measured = measured_forgetting(traj, 0.1)[0]
     field = nz.AdaptiveMeanField("adam", lr, DIM)
-    assert field.forgetting_steps(2.0, 1 / 3) == pytest.approx(measured, rel=LAW_RTOL)
-    assert nz.adaptive_norm_law(lr, DIM).forgetting_steps(2.0, 1 / 3) < measured / 3
+    assert field.forgetting_steps(2.0, 1 / 3, tol=0.1) == pytest.approx(measured, rel=LAW_RTOL)
+    assert nz.adaptive_norm_law(lr, DIM).forgetting_steps(2.0, 1 / 3, tol=0.1) < measured / 3
 
 
 def test_adamw_equilibrium_and_time_constant():
@@ -408,20 +416,34 @@ def test_adamw_equilibrium_and_time_constant():
 
 
 def test_forgetting_time_scalings():
-    """Without decay T grows like alpha^4 (SGD) and alpha^2 (Adam); with decay like ln(alpha)."""
+    """At a fixed absolute tolerance, without decay T grows like alpha^4 (SGD) and alpha^2 (Adam);
+    with decay like ln(alpha)."""
     sgd = nz.sgd_norm_law(0.01, 1.0)
     adam = nz.adaptive_norm_law(1e-3, 100)
     decayed = nz.sgd_norm_law(0.01, 1.0, l2=0.01)
+    tol = 0.1
     for alpha in (100.0, 200.0):
-        assert sgd.forgetting_steps(2 * alpha, 1.0) / sgd.forgetting_steps(alpha, 1.0) == (
-            pytest.approx(16, rel=1e-3)
+        assert sgd.forgetting_steps(2 * alpha, 1.0, tol) / sgd.forgetting_steps(
+            alpha, 1.0, tol
+        ) == pytest.approx(16, rel=1e-3)
+        assert adam.forgetting_steps(2 * alpha, 1.0, tol) / adam.forgetting_steps(
+            alpha, 1.0, tol
+        ) == pytest.approx(4, rel=1e-3)
+        gap = decayed.forgetting_steps(2 * alpha, 1.0, tol) - decayed.forgetting_steps(
+            alpha, 1.0, tol
         )
-        assert adam.forgetting_steps(2 * alpha, 1.0) / adam.forgetting_steps(alpha, 1.0) == (
-            pytest.approx(4, rel=1e-3)
-        )
-        gap = decayed.forgetting_steps(2 * alpha, 1.0) - decayed.forgetting_steps(alpha, 1.0)
         assert gap == pytest.approx(math.log(16) / -math.log(decayed.contraction), rel=1e-3)
-    assert sgd.forgetting_steps(1.02, 1.0) == 0.0  # |2 ln alpha| <= tol: nothing to forget
+    assert sgd.forgetting_steps(1.02, 1.0, tol) == 0.0  # |2 ln alpha| <= tol: nothing to forget
+
+
+def test_default_tolerance_is_the_shared_criterion():
+    """Every forgetting time of normalized defaults to predict_forgetting's criterion: the law's
+    log-ratio at its time is 1/e of its start (to one step's change), for SGD and the mean field."""
+    law = nz.sgd_norm_law(1e-2 * np.ones(30_000), 1.0 / 128, l2=1e-2)
+    steps = law.forgetting_steps(3.0, 1 / 3)
+    memory = law.log_ratio(np.array([steps - 1, steps]), 3.0, 1 / 3) / (2 * math.log(3.0))
+    assert memory[0] > math.exp(-1) >= memory[1]
+    assert nz.log_ratio_tolerance(3.0) == pytest.approx(2 * math.log(3.0) / math.e, rel=1e-15)
 
 
 def test_scheduled_law_against_simulation():

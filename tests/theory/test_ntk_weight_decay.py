@@ -6,11 +6,11 @@ import torch
 from scipy.linalg import expm
 from torch.func import functional_call, jvp
 
-from initmem.theory.kernels import ReLUMLP, empirical_ntk, init_outputs
+from initmem.theory.empirical_kernels import ReLUMLP, empirical_ntk, init_outputs
 from initmem.theory.ntk import (
     forgetting_times,
     gradient_descent_mse,
-    linearized_weight_decay_mse,
+    linearized_l2_mse,
 )
 
 N_TRAIN, N_TEST, N_PARAMS = 5, 3, 12
@@ -42,7 +42,7 @@ def _closed_form(m, outputs, lr, lam, t, discrete=False):
     squeeze = (lambda a: a[:, 0]) if outputs == 1 else (lambda a: a)
     u, u_test = m["jac"] @ m["theta0"][:, cols], m["jac_test"] @ m["theta0"][:, cols]
     f0, f0_test = m["g"][:, cols] + u, m["g_test"][:, cols] + u_test
-    return linearized_weight_decay_mse(
+    return linearized_l2_mse(
         m["k"],
         m["k_xX"],
         squeeze(m["y"][:, cols]),
@@ -104,13 +104,13 @@ def test_infinite_time_is_kernel_ridge_regression_plus_offset(linear_model):
         np.testing.assert_allclose(p_test, m["g_test"] + m["k_xX"] @ coef, rtol=1e-10)
 
 
-def test_zero_weight_decay_reduces_to_gradient_descent_mse(linear_model):
+def test_zero_l2_reduces_to_gradient_descent_mse(linear_model):
     m = linear_model
     u = m["jac"] @ m["theta0"]
     f0, f0_test = m["g"] + u, m["g_test"] + m["jac_test"] @ m["theta0"]
     for t in (0.0, 3.0, np.inf):
         ref = gradient_descent_mse(m["k"], m["k_xX"], m["y"], 0.6, t, f0, f0_test)
-        got = linearized_weight_decay_mse(
+        got = linearized_l2_mse(
             m["k"], m["k_xX"], m["y"], 0.6, 0.0, t, f0, f0_test, u, m["jac_test"] @ m["theta0"]
         )
         np.testing.assert_allclose(got[0], ref[0], rtol=1e-12, atol=1e-12)
@@ -144,7 +144,7 @@ def test_torch_sgd_with_weight_decay_on_linearized_mlp_matches_closed_form():
     kernel = empirical_ntk(net, x, trace_outputs=False).ntk  # (n*k, n*k): exact for 2 outputs
     f0, jtheta0 = init_outputs(net, x)
     rows = 2 * N_TRAIN
-    p_train, p_test = linearized_weight_decay_mse(
+    p_train, p_test = linearized_l2_mse(
         kernel[:rows, :rows],
         kernel[rows:, :rows],
         y.numpy().reshape(-1),
@@ -215,35 +215,33 @@ def test_forgetting_times_closed_forms():
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
-        ({"weight_decay": -1.0}, "weight_decay"),
-        ({"weight_decay": 3.0, "discrete": True}, "lr \\* weight_decay"),
+        ({"l2": -1.0}, "l2"),
+        ({"l2": 3.0, "discrete": True}, "lr \\* l2"),
         ({"jtheta0_train": np.ones(3)}, "jtheta0_train"),
         ({"t": 1.5, "discrete": True}, "steps"),
     ],
 )
-def test_bad_weight_decay_inputs(linear_model, kwargs, name):
+def test_bad_l2_inputs(linear_model, kwargs, name):
     m = linear_model
     args = {
         "k_train_train": m["k"],
         "k_test_train": m["k_xX"],
         "y_train": m["y"][:, 0],
         "lr": 0.5,
-        "weight_decay": 0.1,
+        "l2": 0.1,
         "t": 2.0,
     }
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
-        linearized_weight_decay_mse(**args)
+        linearized_l2_mse(**args)
     with pytest.raises(ValueError, match="lr"):
         forgetting_times(m["k"], lr=-1.0)
 
 
-def test_forgetting_times_alias_empty_kernel_and_divergence():
+def test_forgetting_times_empty_kernel_and_divergence():
     k = np.diag([4.0, 1.0])
-    with pytest.warns(DeprecationWarning, match="l2"):
-        old = forgetting_times(k, lr=0.1, weight_decay=0.5, discrete=True)
-    new = forgetting_times(k, lr=0.1, l2=0.5, discrete=True)
-    np.testing.assert_array_equal(old.mode_steps, new.mode_steps)
+    with pytest.raises(TypeError):  # coupled L2 is l2; the old alias is gone
+        forgetting_times(k, lr=0.1, weight_decay=0.5, discrete=True)
     with pytest.raises(ValueError, match="empty"):
         forgetting_times(np.zeros((0, 0)), lr=0.1)
     # lr = 1.2 on w / N = 2: |1 - 2.4| > 1 diverges; linear.forgetting_times raises there too.

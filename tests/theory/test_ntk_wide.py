@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from initmem.theory.kernels import ReLUMLP, empirical_ntk
+from initmem.theory.empirical_kernels import ReLUMLP, empirical_ntk
 from initmem.theory.ntk import gradient_descent_mse_discrete
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")

@@ -6,14 +6,18 @@ import numpy as np
 import pytest
 
 from initmem.theory.normalized_sim import ScaleInvariantLoss, simulate_norms
-from initmem.theory.schedule import accumulated_regularization, lr_multipliers
-
-#: these tests keep the deprecated momentum-free sums to their old numbers
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:initmem.theory.accumulated_regularization:DeprecationWarning"
-)
+from initmem.theory.schedule import lr_multipliers
+from initmem.theory.units import accumulated_units
 
 STEPS_PER_EPOCH = 40_000 // 128  # the paper's 40,000 training images, batch 128
+
+
+def momentum_free_sums(lrs, decay: float, batch: int) -> dict[str, float]:
+    """The schedule module's sums (``explicit``, ``sgd_noise``, ``adam``, ``steps``): the units of
+    :func:`initmem.theory.units.accumulated_units` at ``mu = 0``, ``d / |w_0|^2 = 1``."""
+    common = dict(batch_size=batch, steps_per_epoch=1, inv_init_sq_per_coord=1.0)
+    sgd = accumulated_units(lrs, optimizer="sgd", l2=decay, **common)
+    return {**sgd, "adam": accumulated_units(lrs, optimizer="adam", **common)["adam"]}
 
 
 @pytest.mark.parametrize(
@@ -26,7 +30,7 @@ STEPS_PER_EPOCH = 40_000 // 128  # the paper's 40,000 training images, batch 128
 )
 def test_paper_figures(lr, decay, epochs, key, expected, rel):
     steps = epochs * STEPS_PER_EPOCH
-    acc = accumulated_regularization(np.full(steps, lr), decay, 128)
+    acc = momentum_free_sums(np.full(steps, lr), decay, 128)
     assert acc[key] == pytest.approx(expected, rel=rel)
     assert acc["steps"] == steps
     assert acc["adam"] == pytest.approx(lr**2 * steps)
@@ -36,15 +40,15 @@ def test_cosine_sums_match_integrals():
     """sum of cos-schedule lr and lr^2 against the integrals T/2 and 3T/8 (relative error ~ 1/T)."""
     steps, lr, decay, batch = 20_000, 0.1, 5e-4, 64
     lrs = lr * lr_multipliers(steps, 100, "cosine")
-    acc = accumulated_regularization(lrs, np.full(steps, decay), batch)
+    acc = momentum_free_sums(lrs, decay, batch)
     assert acc["explicit"] == pytest.approx(lr * decay * steps / 2, rel=1e-3)
     assert acc["sgd_noise"] == pytest.approx(lr**2 * 3 * steps / 8 / batch, rel=1e-3)
 
 
 def test_explicit_is_the_log_contraction():
     """prod (1 - lr_t lambda) = exp(-explicit) up to the second-order sum of (lr_t lambda)^2 / 2."""
-    lrs = 0.05 * lr_multipliers(3000, 300, "step", step_milestones=(4, 8), step_gamma=0.2)
-    acc = accumulated_regularization(lrs, 0.01, 128)
+    lrs = 0.05 * lr_multipliers(3000, 300, "step", milestone_epochs=(4, 8), step_gamma=0.2)
+    acc = momentum_free_sums(lrs, 0.01, 128)
     log_product = float(np.sum(np.log1p(-lrs * 0.01)))
     second_order = float(np.sum((lrs * 0.01) ** 2)) / 2
     assert -log_product == pytest.approx(acc["explicit"] + second_order, rel=1e-6)
@@ -54,9 +58,9 @@ def test_sgd_noise_is_the_unit_of_norm_drift():
     """SGD on a scale-invariant weight with batch-b noise: |w|^4 grows by 2 s * sgd_noise."""
     per_example, batch = 4.0, 16
     loss = ScaleInvariantLoss(dim=200, noise_sq=per_example / batch)
-    mults = lr_multipliers(3000, 100, "step", step_milestones=(10, 20), step_gamma=0.3)
+    mults = lr_multipliers(3000, 100, "step", milestone_epochs=(10, 20), step_gamma=0.3)
     traj = simulate_norms(loss, lr=0.05, steps=3000, lr_multipliers=mults, record_every=3000)
-    acc = accumulated_regularization(0.05 * mults, 0.0, batch)
+    acc = momentum_free_sums(0.05 * mults, 0.0, batch)
     growth = traj.norm_sq[0, -1] ** 2 - traj.norm_sq[0, 0] ** 2
     assert growth == pytest.approx(2 * per_example * acc["sgd_noise"], rel=0.05)
 
@@ -71,11 +75,6 @@ def test_warmup_shape():
 @pytest.mark.parametrize(
     "call,name",
     [
-        (lambda: accumulated_regularization([0.1, -0.1], 0.0, 8), "lrs"),
-        (lambda: accumulated_regularization([0.1, 0.1], [0.0, 0.1, 0.2], 8), "weight_decays"),
-        (lambda: accumulated_regularization([0.1, 0.1], -1.0, 8), "weight_decays"),
-        (lambda: accumulated_regularization([[0.1]], 0.0, 8), "lrs"),
-        (lambda: accumulated_regularization([0.1], 0.0, 0), "batch_size"),
         (lambda: lr_multipliers(10, 2, "linear"), "schedule"),
         (lambda: lr_multipliers(0, 2), "total_steps"),
         (lambda: lr_multipliers(10, 2, warmup_epochs=-1), "warmup_epochs"),
@@ -89,8 +88,6 @@ def test_bad_inputs_name_the_argument(call, name):
 def test_empty_schedules_and_warmup_longer_than_the_run_are_rejected():
     from initmem.theory.schedule import check_schedule
 
-    with pytest.raises(ValueError, match="lrs"):
-        accumulated_regularization([], 0.0, 128)
     # 10 steps of 5 per epoch = 2 epochs: a 4-epoch warmup would never reach the full lr.
     with pytest.raises(ValueError, match=r"warmup_epochs must be in \[0, 2\]"):
         lr_multipliers(10, 5, "cosine", warmup_epochs=4)
@@ -100,16 +97,24 @@ def test_empty_schedules_and_warmup_longer_than_the_run_are_rejected():
         ((0, "constant"), "epochs"),
         ((2, "linear"), "schedule"),
         ((2, "step", -1.0), "warmup_epochs"),
-        ((2, "step", 0.0, (0,)), "step_milestones"),
+        ((2, "step", 0.0, (0,)), "milestone_epochs"),
     ]:
         with pytest.raises(ValueError, match=name):
             check_schedule(*args)
 
 
-def test_accumulated_regularization_is_deprecated_for_the_one_definition():
-    import warnings
+def test_theory_and_config_name_the_same_optimizers_and_schedules():
+    """One list each: the optimizers and schedules the theory covers are exactly the ones a
+    RunConfig accepts (same names, same order), and every theory entry point refuses any other."""
+    from initmem.empirical import config
+    from initmem.theory import checks, normalized, schedule
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(DeprecationWarning, match="units.accumulated_units"):
-            accumulated_regularization([0.1] * 4, 0.01, 8)
+    assert checks.OPTIMIZERS == normalized.OPTIMIZERS == config.OPTIMIZERS
+    assert schedule.SCHEDULES == config.SCHEDULES
+    for name in config.OPTIMIZERS:
+        assert checks.check_optimizer(name) == name
+    for bad in ("SGD", "Adam", "nadam", "lion", None):
+        with pytest.raises(ValueError, match="optimizer must be one of"):
+            checks.check_optimizer(bad)
+    for name in config.SCHEDULES:
+        assert len(lr_multipliers(100, 10, name, milestone_epochs=(5,) * (name == "step"))) == 100

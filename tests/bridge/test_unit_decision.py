@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from initmem.bridge import fits, stats
+from initmem.bridge import fits, unit_decision
 from initmem.empirical import memory
 
 
@@ -99,12 +99,14 @@ def _cubes(planted: bool | str, seed: int = 0):
             memory = np.exp(-accumulated) if planted else np.full(epochs.size, 0.5)
         values = memory[None, :] + 0.05 * rng.normal(size=(5, epochs.size))
         units = {"epochs": epochs, "accumulated": accumulated}
-        cubes.append(stats.PipelineCube(str(p), values, units))
+        cubes.append(unit_decision.PipelineCube(str(p), values, units))
     return {"norm": cubes}
 
 
 def test_unit_bootstrap_planted_unit_wins():
-    intervals, decision = stats.unit_bootstrap(_cubes(True), n_boot=60, with_parametric=False)
+    intervals, decision = unit_decision.unit_bootstrap(
+        _cubes(True), n_boot=60, with_parametric=False
+    )
     row = decision.iloc[0]
     assert row["winner"] == "accumulated"
     assert row["diff_lo"] > 0
@@ -115,7 +117,7 @@ def test_unit_bootstrap_planted_unit_wins():
 
 def test_unit_bootstrap_planted_epochs_win():
     """The decision is not tilted towards accumulated regularization: planted epochs win."""
-    _, decision = stats.unit_bootstrap(_cubes("epochs"), n_boot=60, with_parametric=False)
+    _, decision = unit_decision.unit_bootstrap(_cubes("epochs"), n_boot=60, with_parametric=False)
     row = decision.iloc[0]
     assert row["winner"] == "epochs"
     assert row["diff_hi"] < 0
@@ -123,7 +125,7 @@ def test_unit_bootstrap_planted_epochs_win():
 
 
 def test_unit_bootstrap_planted_null_cannot_tell():
-    _, decision = stats.unit_bootstrap(_cubes(False), n_boot=60, with_parametric=False)
+    _, decision = unit_decision.unit_bootstrap(_cubes(False), n_boot=60, with_parametric=False)
     row = decision.iloc[0]
     assert row["diff_lo"] < 0 < row["diff_hi"]
     assert row["winner"] == "cannot tell"
@@ -132,7 +134,7 @@ def test_unit_bootstrap_planted_null_cannot_tell():
 
 def test_spread_cube_and_lopo_r2():
     values = np.array([[[0.8, 0.8], [0.7, 0.75]], [[0.82, 0.8], [0.72, 0.8]]])  # seed, alpha, eval
-    cube = stats.PipelineCube("p", values, {"epochs": np.array([1.0, 2.0])}, scale=100.0)
+    cube = unit_decision.PipelineCube("p", values, {"epochs": np.array([1.0, 2.0])}, scale=100.0)
     assert cube.memory() == pytest.approx([10.0, 2.5])
     # two groups on one decreasing curve: each is predicted by the other's fit
     u = np.array([1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
@@ -152,7 +154,7 @@ def test_unit_decision_cannot_tell_on_two_pipelines_even_with_a_planted_unit():
     """Two pipelines: leave-one-pipeline-out fits one curve to predict the other; the planted unit
     would win on twelve (test above), on two the verdict is "cannot tell" with the reason."""
     cubes = {"norm": _cubes(True)["norm"][:2]}
-    _, decision = stats.unit_bootstrap(cubes, n_boot=40, with_parametric=False)
+    _, decision = unit_decision.unit_bootstrap(cubes, n_boot=40, with_parametric=False)
     row = decision.iloc[0]
     assert row["winner"] == "cannot tell"
     assert row["reason"] == "2 pipelines: the decision needs 3 or more (leave-one-pipeline-out R^2)"
@@ -164,10 +166,12 @@ def test_unit_decision_cannot_tell_when_epochs_are_the_same_for_every_pipeline()
     order them, so the comparison decides nothing, planted unit or not."""
     cubes = _cubes(True)["norm"]
     same = [
-        stats.PipelineCube(c.pipeline, c.values, {**c.units, "epochs": np.linspace(0, 12, 9)})
+        unit_decision.PipelineCube(
+            c.pipeline, c.values, {**c.units, "epochs": np.linspace(0, 12, 9)}
+        )
         for c in cubes
     ]
-    _, decision = stats.unit_bootstrap({"norm": same}, n_boot=40, with_parametric=False)
+    _, decision = unit_decision.unit_bootstrap({"norm": same}, n_boot=40, with_parametric=False)
     row = decision.iloc[0]
     assert row["winner"] == "cannot tell"
     assert row["reason"] == "epochs is the same for every pipeline (12)"
@@ -176,5 +180,5 @@ def test_unit_decision_cannot_tell_when_epochs_are_the_same_for_every_pipeline()
 @pytest.mark.parametrize("fitted,expected", [(200, None), (180, None), (179, "only 179 of 200")])
 def test_decision_guard_counts_the_bootstrap_resamples_that_fitted(fitted, expected):
     cubes = _cubes(True)["norm"]
-    reason = stats.decision_guard(cubes, ("accumulated", "epochs"), 200, fitted)
+    reason = unit_decision.decision_guard(cubes, ("accumulated", "epochs"), 200, fitted)
     assert (reason is None) if expected is None else reason.startswith(expected)

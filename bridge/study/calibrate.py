@@ -2,13 +2,13 @@
 
 Setting
 -------
-:mod:`initmem.bridge.synthetic` draws replicas of a sweep's design under a stated truth (forgetting in
+:mod:`initmem.bridge.study.synthetic` draws replicas of a sweep's design under a stated truth (forgetting in
 accumulated regularization, in epochs, or in neither; seed noise around it). Every verdict the study
 prints is computed on each replica with the study's own functions and scored against the truth:
 
 * **unit decision** per memory (norm, spread): the rank decision
-  (:func:`initmem.bridge.stats.rank_bootstrap`, the study's rule) and, with ``rules`` including
-  ``"loo"``, the leave-one-pipeline-out R^2 rule it replaced (:func:`~initmem.bridge.stats.unit_bootstrap`)
+  (:func:`initmem.bridge.unit_decision.rank_bootstrap`, the study's rule) and, with ``rules`` including
+  ``"loo"``, the leave-one-pipeline-out R^2 rule it replaced (:func:`~initmem.bridge.unit_decision.unit_bootstrap`)
   and its collapse sentence. Naming a unit other than the truth's is wrong (under ``neither`` any
   named unit is wrong); "cannot tell" is never wrong, only powerless.
 * **spread above its null** per pipeline (:func:`~initmem.empirical.memory.spread_null`, p < 0.05):
@@ -32,15 +32,17 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import stats
+from initmem.bridge import unit_decision
 from initmem.bridge.fits import COLLAPSE_R2
-from initmem.bridge.synthetic import TRUTHS, Design, Truth, draw, replica_cubes
+from initmem.bridge.study.synthetic import TRUTHS, Design, Truth, draw, replica_cubes
 from initmem.empirical import memory
+from initmem.theory.criterion import interval_state
 
 #: A named verdict is allowed on a design only where its calibrated error rate is at most this.
 MAX_ERROR = 0.05
@@ -84,15 +86,21 @@ def score_replica(
     rows = []
     right_unit = truth if truth != "neither" else "cannot tell"
     if "rank" in rules:
-        table = stats.rank_bootstrap(cubes, n_boot=n_boot, seed=seed)
+        table = unit_decision.rank_bootstrap(cubes, n_boot=n_boot, seed=seed)
         for _, r in table.iterrows():
-            guard = stats.decision_guard(cubes[r["memory"]], stats.DECIDING_UNITS, 0, 0)
+            guard = unit_decision.decision_guard(
+                cubes[r["memory"]], unit_decision.DECIDING_UNITS, 0, 0
+            )
             said = "cannot tell" if guard else r["rank_winner"]
             wrong = said != "cannot tell" and said != right_unit
             rows.append(_row("unit decision (rank)", r["memory"], said, wrong))
     if "loo" in rules:
-        intervals, decision = stats.unit_bootstrap(
-            cubes, list(stats.DECIDING_UNITS), n_boot=n_boot, seed=seed, with_parametric=False
+        intervals, decision = unit_decision.unit_bootstrap(
+            cubes,
+            list(unit_decision.DECIDING_UNITS),
+            n_boot=n_boot,
+            seed=seed,
+            with_parametric=False,
         )
         for _, r in decision.iterrows():
             said = r["winner"]
@@ -159,9 +167,10 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
         )
         value, nlo, nhi = memory.mean_interval(norm[:, -1])
         level = memory.FORGOTTEN_LEVEL
-        said = "converged" if nhi < level else "stayed apart" if nlo > level else "cannot tell"
-        wrong = (said == "converged" and m[-1] >= level) or (
-            said == "stayed apart" and m[-1] <= level
+        state = interval_state(value, nlo, nhi)  # the one rule of theory.criterion
+        said = {"forgotten": "converged", "kept": "stayed apart"}.get(state, state)
+        wrong = (said == "converged" and abs(m[-1]) > level) or (
+            said == "stayed apart" and abs(m[-1]) <= level
         )
         rows.append(_row("norm memory at the end", p.label, said, wrong))
         covers = bool(nlo <= m[-1] <= nhi)
@@ -180,7 +189,7 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
 @dataclass
 class Calibration:
     """Scored replicas of one design: ``scores`` (one row per replica and verdict, with ``truth`` and
-    ``replica``), ``design``, ``truths`` (the :class:`~initmem.bridge.synthetic.Truth` per unit),
+    ``replica``), ``design``, ``truths`` (the :class:`~initmem.bridge.study.synthetic.Truth` per unit),
     ``n_replicas``, ``seconds`` (wall time)."""
 
     scores: pd.DataFrame
@@ -199,6 +208,26 @@ class Calibration:
         return error_table(self.scores)
 
 
+class WorkersCappedWarning(UserWarning):
+    """More worker processes were asked for than the machine has CPUs: capped at the CPU count."""
+
+
+def capped_workers(workers: int) -> int:
+    """``workers``, at most the CPUs this process may use (a warning says so when it caps): more
+    processes than CPUs only slow every one down (and a typo such as 99999 would fork that many)."""
+    from initmem.empirical.backends import available_cpus  # no torch: the affinity mask only
+
+    cpus = available_cpus()
+    if workers > cpus:
+        warnings.warn(
+            f"workers = {workers} capped at {cpus}, the CPUs this process may use",
+            WorkersCappedWarning,
+            stacklevel=3,
+        )
+        return cpus
+    return workers
+
+
 def calibrate(
     design: Design,
     n_replicas: int = 200,
@@ -212,7 +241,7 @@ def calibrate(
 ) -> Calibration:
     """``n_replicas`` replicas of ``design`` under each truth of :data:`TRUTHS`, every verdict scored.
 
-    ``truths``: ``{unit: Truth}`` (default: :class:`~initmem.bridge.synthetic.Truth` of each unit with
+    ``truths``: ``{unit: Truth}`` (default: :class:`~initmem.bridge.study.synthetic.Truth` of each unit with
     its default noise). Replica i under a truth draws from ``(seed, i, truth)`` alone, so reruns agree
     and ``workers`` processes (each scoring a share of the replicas) give the same table as one.
     """
@@ -220,6 +249,7 @@ def calibrate(
         raise ValueError(f"n_replicas must be >= 1 (got {n_replicas})")
     if workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
+    workers = capped_workers(workers)
     truths = truths or {unit: Truth(unit) for unit in TRUTHS}
     start = time.monotonic()
     options = dict(rules=tuple(rules), n_boot=n_boot, seed=seed, per_pipeline=per_pipeline)
@@ -289,7 +319,9 @@ def rate_table(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def error_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Truth x verdict -> ``n``, ``wrong`` (count), ``error`` (rate), ``lo``, ``hi`` (Wilson 95%)."""
+    """Truth x verdict -> ``n``, ``wrong`` (count), ``error`` (rate), ``lo``, ``hi`` (Wilson 95%),
+    and ``cannot_tell``, the rate of replicas whose verdict named nothing (a low error with a high
+    ``cannot_tell`` is a verdict that never decides, not a good one)."""
     rows = []
     for (truth, verdict), group in scores.groupby(["truth", "verdict"], sort=False):
         n, k = len(group), int(group["wrong"].sum())
@@ -303,6 +335,7 @@ def error_table(scores: pd.DataFrame) -> pd.DataFrame:
                 "error": k / n,
                 "lo": lo,
                 "hi": hi,
+                "cannot_tell": float((group["said"].astype(str) == "cannot tell").mean()),
             }
         )
     return pd.DataFrame(rows)
@@ -315,7 +348,7 @@ def allowed_verdicts(scores: pd.DataFrame, verdict: str = "unit decision (rank)"
     out: dict = {}
     for subject, group in part.groupby("subject", sort=False):
         worst = {}
-        for said in stats.DECIDING_UNITS:
+        for said in unit_decision.DECIDING_UNITS:
             rates = [
                 float((g["said"] == said).mean())
                 for truth, g in group.groupby("truth", sort=False)
@@ -349,6 +382,7 @@ def power_table(
     compute instead of every pair of ``multipliers``.
     """
     rows = []
+    workers = capped_workers(workers)  # said once here, not once per cell
     cells = cells or [(s, p) for s in multipliers for p in multipliers]
     for s, p in cells:
         scaled = design.scaled(seeds=s, pipelines=p)
@@ -385,7 +419,7 @@ def power_table(
                     "error_hi": error_hi,
                     **{
                         f"said_{u}": float((group["said"] == u).mean())
-                        for u in stats.DECIDING_UNITS
+                        for u in unit_decision.DECIDING_UNITS
                     },
                 }
             )
@@ -533,7 +567,7 @@ def calibrate_study(
         for _, row in decision.iterrows():
             unit = row.get("winner")
             if (
-                unit in stats.DECIDING_UNITS
+                unit in unit_decision.DECIDING_UNITS
                 and allowed.get(row["memory"], {}).get(unit, 1) <= MAX_ERROR
             ):
                 continue
@@ -543,7 +577,9 @@ def calibrate_study(
                 )
                 continue
             guess = (
-                stats.DECIDING_UNITS[0] if row.get("rank_diff", 0) >= 0 else stats.DECIDING_UNITS[1]
+                unit_decision.DECIDING_UNITS[0]
+                if row.get("rank_diff", 0) >= 0
+                else unit_decision.DECIDING_UNITS[1]
             )
             tells[row["memory"]], found = _search(
                 design, truths, row["memory"], guess, n_replicas, seed
@@ -594,12 +630,12 @@ def apply_calibration(
             note = (
                 f"not calibrated on this design ({command or 'initmem study DIR --calibrate 200'})"
             )
-            if winner == stats.DECIDING_UNITS[1]:
+            if winner == unit_decision.DECIDING_UNITS[1]:
                 winner, why = "cannot tell", "a verdict for epochs needs its error rate calibrated"
         else:
             n = calibrated.calibration.n_replicas
             worst = calibrated.allowed.get(row["memory"], {})
-            if winner in stats.DECIDING_UNITS:
+            if winner in unit_decision.DECIDING_UNITS:
                 rate = worst.get(winner, math.nan)
                 note = (
                     f"calibrated: named wrongly in {rate:.1%} of {n} synthetic replicas per truth"
@@ -619,6 +655,6 @@ def apply_calibration(
     decision["why_not"] = whys
     decision["calibration"] = notes
     for _, row in decision.iterrows():
-        texts.append(stats.unit_decision_text(row))
+        texts.append(unit_decision.unit_decision_text(row))
     decision["text"] = texts
     return decision

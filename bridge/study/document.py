@@ -1,6 +1,6 @@
 """The unit-of-forgetting study's Markdown document: one function per section, in order.
 
-:func:`document` joins the sections of a :class:`~initmem.bridge.study.UnitStudy` (``study``: any
+:func:`document` joins the sections of a :class:`~initmem.bridge.study.unit_of_forgetting.UnitStudy` (``study``: any
 object with its fields and sentence methods; this module imports nothing of the study's). Every
 number comes from the study's tables and every finding sentence from its methods or from the
 definitions of :mod:`initmem.empirical.memory`, so the text says only what the folder says.
@@ -13,11 +13,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import framing
-from initmem.bridge.calibrate import MAX_ERROR
+from initmem.bridge.study import framing
+from initmem.bridge.study.calibrate import MAX_ERROR
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
-from initmem.theory.criterion import FORGETTING
+from initmem.theory.criterion import FORGETTING, LAYER_RULE
 
 
 def document(study, figures: dict[str, str], *, command: str = "", wall: str = "") -> str:
@@ -61,7 +61,8 @@ def question(study) -> list[str]:
         "the two units order differently, the fraction where the memory is ordered as accumulated "
         "regularization says minus the fraction ordered as epochs say, with a 95% bootstrap "
         "interval over pipelines and seeds; a winner only when the interval excludes 0 and its "
-        "error rate on synthetic sweeps of this design is at most 5%. The paired difference of "
+        f"error rate on synthetic sweeps of this design is at most {MAX_ERROR:.0%}. The paired "
+        "difference of "
         "the leave-one-pipeline-out R^2 of a decreasing fit is reported beside it.",
         "",
         framing.question(study.sweep_dir),
@@ -87,7 +88,7 @@ def verdict(study) -> list[str]:
 
 def calibration(study) -> list[str]:
     """How often the verdicts would be wrong on synthetic sweeps of this design with a known answer
-    (:mod:`initmem.bridge.calibrate`), or how to compute it."""
+    (:mod:`initmem.bridge.study.calibrate`), or how to compute it."""
     parts = ["## How often would this verdict be wrong?", ""]
     calibrated = getattr(study, "calibration", None)
     if calibrated is None:
@@ -95,7 +96,8 @@ def calibration(study) -> list[str]:
             "Not computed for this document. `initmem study DIR --calibrate 200` draws 200 synthetic "
             "sweeps of this design under each truth (forgetting in accumulated regularization, in "
             "epochs, in neither; the seed noise measured here), scores every verdict against the "
-            "known answer and keeps a named unit only where it is wrong in at most 5% of them; "
+            f"known answer and keeps a named unit only where it is wrong in at most {MAX_ERROR:.0%} "
+            "of them; "
             "without it a verdict for epochs says cannot tell.",
             "",
         ]
@@ -317,7 +319,7 @@ def _floor_labels(floor: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
 
 def seed_counts(study) -> list[str]:
     """The spread decision on the first k seeds, per pipeline and pooled, and the power sentences
-    (:mod:`initmem.bridge.seeds`)."""
+    (:mod:`initmem.bridge.study.seeds`)."""
     frame = getattr(study, "spread_by_seeds", pd.DataFrame())
     if frame is None or frame.empty:
         return []
@@ -398,7 +400,9 @@ def measured_vs_predicted(study, figures: dict[str, str]) -> list[str]:
         [
             r["measured"],
             r["predicted"],
-            "forgotten within the run" if r["points"] == "forgotten" else "all (fitted times)",
+            "forgotten within the run"
+            if r["points"] == "forgotten"
+            else "all (censored ones extrapolated)",
             str(r["n"]),
             str(r.get("n_not_forgotten", "")),
             interval(r["slope"], r["slope_lo"], r["slope_hi"]) if r["n"] >= 3 else "– (n < 3)",
@@ -419,9 +423,10 @@ def measured_vs_predicted(study, figures: dict[str, str]) -> list[str]:
     ]
     return parts + [
         "ln(measured time) against ln(predicted time) across pipelines: first over the "
-        "pipelines whose memory shrank by e within the run (censored ones, not forgotten by the "
-        "end, are left out and counted: the fit the rules fix), then over every pipeline with "
-        "its fitted, possibly extrapolated, time; *law*: the normalized-weight laws fed with "
+        "pipelines forgotten within the run (the first evaluation with the seed-mean |memory| at "
+        "most 1/e; censored ones, not forgotten by the end, are left out and counted: the fit the "
+        "rules fix), then over every pipeline, the censored ones at the e-fold time of a fit "
+        "exp(-t/tau), extrapolated; *law*: the normalized-weight laws fed with "
         "each pipeline's logged "
         "gradient sums; *accumulated*: steps until accumulated regularization reaches 1. Slope "
         "with its t-interval, R^2 with a bootstrap interval over pipelines.",
@@ -500,13 +505,16 @@ def rules(study) -> list[str]:
         f"- A run interpolates when its final train accuracy is >= {_threshold_pct()}. Function-memory "
         "statistics use, per pipeline, the seeds whose runs interpolate at every alpha; a pipeline "
         "with fewer than 2 such seeds is left out of them.",
-        f"- Forgotten means {FORGETTING.name}: {FORGETTING.definition} (initmem.theory.criterion; "
+        f"- Forgotten means {FORGETTING.name}: {FORGETTING.definition}; decided at the first "
+        f"evaluation where the seed-mean |memory| ({LAYER_RULE}) is at most that level, a memory "
+        "below 0 whose interval excludes 0 being reversed, not forgotten (initmem.theory.criterion; "
         "the theory, the report and the bridge use the same).",
         "- A forgetting time not reached within the run is censored: reported as a lower bound "
         "and left out of the measured-vs-predicted fit.",
         "- The decision: accumulated regularization against epochs only, on the rank difference "
         "(pairs of evaluations the units order differently), a winner only where calibrated "
-        "(wrong in at most 5% of synthetic sweeps of this design); the leave-one-pipeline-out "
+        f"(wrong in at most {MAX_ERROR:.0%} of synthetic sweeps of this design); the "
+        "leave-one-pipeline-out "
         "R^2 and other units are reported, not used to pick a winner; the collapse sentences "
         "follow the R^2 interval only where the decision agrees.",
         "- With two alphas the spread is symmetric under swapping every seed's labels at once, so "
@@ -534,6 +542,11 @@ def reproduce_lines(trained: pd.DataFrame, command: str, wall: str) -> list[str]
             "training summed over runs (each run's own wall time, one thread per worker).",
             "",
         ]
+    if "run_dir" in trained and len(trained):
+        from initmem.empirical.provenance import provenance_sentence
+
+        if sentence := provenance_sentence(list(trained["run_dir"])):
+            parts += [sentence, ""]
     if command:
         parts += ["```bash", command, "```", ""]
     if wall:

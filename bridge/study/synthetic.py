@@ -27,7 +27,7 @@ Derivation (the memories of :mod:`initmem.empirical.memory` under S1, derived he
      The validation-selected checkpoint is the last evaluation.
 
 :func:`draw` samples one replica; :func:`replica_cubes` turns it into the
-:class:`~initmem.bridge.stats.PipelineCube` s that :func:`~initmem.bridge.stats.memory_cubes` builds
+:class:`~initmem.bridge.unit_decision.PipelineCube` s that :func:`~initmem.bridge.unit_decision.memory_cubes` builds
 from a folder, and :func:`write_folder` writes the same replica as a sweep folder in the run format
 (``docs/run-format.md``), which ``load_sweep`` / ``initmem bridge`` / ``initmem study`` read unchanged.
 Both paths give the same cubes (``tests/bridge/test_calibrate.py`` checks it). numpy only; no training.
@@ -36,17 +36,17 @@ Both paths give the same cubes (``tests/bridge/test_calibrate.py`` checks it). n
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.stats import DECIDING_UNITS, PipelineCube
+from initmem.bridge.unit_decision import DECIDING_UNITS, PipelineCube
 from initmem.bridge.units import design_inv_init_sq, run_unit_increments
-from initmem.empirical import tables
+from initmem.empirical import runfolder, tables
 from initmem.empirical.config import RunConfig
+from initmem.empirical.sweep import SweepRun, write_sweep_folder
 
 #: The truths a synthetic sweep can hold (S1).
 TRUTHS = ("accumulated", "epochs", "neither")
@@ -254,8 +254,8 @@ def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
 
 
 def replica_cubes(replica: Replica) -> dict:
-    """The :class:`~initmem.bridge.stats.PipelineCube` s of a replica, as
-    :func:`~initmem.bridge.stats.memory_cubes` builds them from its folder: the norm memory at every
+    """The :class:`~initmem.bridge.unit_decision.PipelineCube` s of a replica, as
+    :func:`~initmem.bridge.unit_decision.memory_cubes` builds them from its folder: the norm memory at every
     evaluation, the spread from the first evaluation after init (the pipeline has learned there)."""
     norm, spread = [], []
     for p, values, acc in zip(
@@ -282,7 +282,7 @@ def write_folder(root: str | Path, replica: Replica) -> Path:
     memory of :func:`initmem.empirical.curves.norm_memory_curves` is the replica's, seed by seed.
     """
     root = Path(root)
-    manifest = []
+    runs = []
     design = replica.design
     for index, p in enumerate(design.pipelines):
         epochs = p.steps // p.config.steps_per_epoch
@@ -295,35 +295,27 @@ def write_folder(root: str | Path, replica: Replica) -> Path:
                 acc = replica.accuracy[index][s, a]
                 memory = replica.norm[index][s]
                 _write_run(run_dir, config, p, epochs, acc, memory, float(alpha))
-                manifest.append(
-                    {"hash": config.hash, "variant": p.label, "config": config.to_dict()}
-                )
-    (root / "manifest.json").write_text(json.dumps(manifest))
-    (root / "sweep.toml").write_text(
-        f"# synthetic sweep (initmem.bridge.synthetic): truth {replica.truth.unit}\n"
-    )
+                runs.append(SweepRun(config.hash, p.label, config))
+    source = f"# synthetic sweep (initmem.bridge.study.synthetic): truth {replica.truth.unit}\n"
+    write_sweep_folder(root, source, runs)
     return root
 
 
 def write_run_logs(run_dir: Path, config, metrics: pd.DataFrame, layers: pd.DataFrame) -> None:
     """Write a run folder's ``config.json``, ``log.jsonl`` (one record per evaluation, its layers
-    nested), ``metrics.parquet`` and ``layers.parquet`` from the two tidy frames (docs/run-format.md):
-    what a synthetic run has in place of training. ``metrics`` has one row per evaluation
-    (``epoch``, ``step``, ...), ``layers`` one per evaluation and layer (``epoch``, ``step``,
-    ``layer``, ...)."""
-    run_dir = Path(run_dir)
-    (run_dir / "config.json").write_text(
-        json.dumps({"hash": config.hash, "config": config.to_dict(), "initmem_version": "0"})
-    )
-    with (run_dir / "log.jsonl").open("w") as fh:
-        for record in metrics.to_dict("records"):
-            rows = layers[layers["epoch"] == record["epoch"]]
-            record["layers"] = {
-                r.pop("layer"): r for r in rows.drop(columns=["epoch", "step"]).to_dict("records")
-            }
-            fh.write(json.dumps(record) + "\n")
-    metrics.to_parquet(run_dir / "metrics.parquet")
-    layers.to_parquet(run_dir / "layers.parquet")
+    nested), ``metrics.parquet`` and ``layers.parquet`` from the two tidy frames, through the run
+    folder's writer (:class:`initmem.empirical.runfolder.RunFiles`, docs/run-format.md): what a
+    synthetic run has in place of training. ``metrics`` has one row per evaluation (``epoch``,
+    ``step``, ...), ``layers`` one per evaluation and layer (``epoch``, ``step``, ``layer``, ...)."""
+    files = runfolder.RunFiles(run_dir, config.hash)
+    files.start(config, {"dataset": config.dataset, "synthetic": True})
+    for record in metrics.to_dict("records"):
+        rows = layers[layers["epoch"] == record["epoch"]]
+        record["layers"] = {
+            r.pop("layer"): r for r in rows.drop(columns=["epoch", "step"]).to_dict("records")
+        }
+        files.append(record)
+    files.write_tables()
 
 
 def _write_run(run_dir, config, pipeline, epochs, acc, memory, alpha) -> None:
@@ -377,22 +369,16 @@ def _write_run(run_dir, config, pipeline, epochs, acc, memory, alpha) -> None:
         )
     layers = pd.concat(frames, ignore_index=True).sort_values(["epoch", "layer"], ignore_index=True)
     write_run_logs(run_dir, config, metrics, layers)
-    result = {
-        "status": "completed",
-        "best_val_acc": float(val[-1]),
-        "test_acc": float(acc[-1]),
-        "best_epoch": int(epochs[-1]),
-        "final_train_acc": 1.0,
-        "final_test_acc": float(acc[-1]),
-        "epochs_run": int(epochs[-1]),
-        "steps_run": int(steps[-1]),
-        "diverged_step": None,
-        "reason": None,
-        "wall_time": 1.0,
-        "hash": config.hash,
-        "run_dir": str(run_dir),
-    }
-    (run_dir / "result.json").write_text(json.dumps(result))
+    result = runfolder.RunResult.completed(
+        run_dir,
+        config.hash,
+        test_acc=acc[-1],
+        epochs_run=epochs[-1],
+        steps_run=steps[-1],
+        best_val_acc=val[-1],
+        wall_time=1.0,
+    )
+    runfolder.write_result(run_dir, result)
 
 
 __all__ = [

@@ -21,10 +21,10 @@ Derivation
      excess with a Student-t interval over pipelines: "above its null on average" when the
      interval lies above 0, "below" when under it, else "cannot tell at this size".
 (S1') **Unit decision by seed count** (:func:`unit_decision_by_seeds`). The pre-registered unit
-     decision on the spread (:func:`initmem.bridge.stats.decide`: the rank difference of
+     decision on the spread (:func:`initmem.bridge.unit_decision.decide`: the rank difference of
      accumulated regularization against epochs with its bootstrap interval) recomputed on the first
      k seeds of each pipeline's spread cube (its seeds used, sorted), the pipelines with at least k
-     of them; the text is the uncalibrated guard's (:func:`~initmem.bridge.calibrate.apply_calibration`
+     of them; the text is the uncalibrated guard's (:func:`~initmem.bridge.study.calibrate.apply_calibration`
      without a calibration: a verdict for epochs says "cannot tell"), the calibration being of the
      full design only.
 (S2) **Size that would tell** (:func:`size_needed`), derived here. Assumption: the n new units
@@ -55,8 +55,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import stats
-from initmem.bridge.calibrate import apply_calibration
+from initmem.bridge import unit_decision
+from initmem.bridge.study.calibrate import apply_calibration
 from initmem.empirical import memory, tables
 
 #: Columns of :func:`spread_by_seeds` (S1).
@@ -170,7 +170,7 @@ def unit_decision_by_seeds(
 ) -> pd.DataFrame:
     """The unit decision on ``memory_name`` at each seed count k >= 2 (S1').
 
-    ``cubes``: the bridge's :func:`~initmem.bridge.stats.memory_cubes`; ``units``: the units
+    ``cubes``: the bridge's :func:`~initmem.bridge.unit_decision.memory_cubes`; ``units``: the units
     compared (the bridge's). Columns: ``k_seeds``, ``n_pipelines``, ``rank_diff``, ``rank_lo``,
     ``rank_hi``, ``winner``, ``text``; empty when the memory has no cubes or ``n_boot`` is 0.
     """
@@ -181,11 +181,11 @@ def unit_decision_by_seeds(
     rows = []
     for k in range(2, max(c.values.shape[0] for c in members) + 1):
         sliced = [
-            stats.PipelineCube(c.pipeline, c.values[:k], c.units, c.scale)
+            unit_decision.PipelineCube(c.pipeline, c.values[:k], c.units, c.scale)
             for c in members
             if c.values.shape[0] >= k
         ]
-        _, decision = stats.decide({memory_name: sliced}, units, n_boot=n_boot, seed=seed)
+        _, decision = unit_decision.decide({memory_name: sliced}, units, n_boot=n_boot, seed=seed)
         if decision.empty:
             continue
         row = apply_calibration(decision, None).iloc[0]

@@ -9,7 +9,7 @@ the unit of forgetting rests on:
   fraction ordered as accumulated regularization says minus the fraction ordered as epochs say),
   with a percentile bootstrap interval that resamples pipelines and, within each, seeds. A winner is
   named only when the interval excludes zero (:func:`unit_decision_text`) and, in the study, only
-  where its error rate calibrated on the design is at most 5% (:mod:`initmem.bridge.calibrate`).
+  where its error rate calibrated on the design is at most ``MAX_ERROR`` (:mod:`initmem.bridge.study.calibrate`).
   Beside it, reported: the paired difference ``r2_cv(accumulated) - r2_cv(epochs)`` of the
   leave-one-pipeline-out R^2 of a decreasing (isotonic) fit of the memory against the unit
   (:func:`unit_bootstrap`, :func:`lopo_r2`; the rule before issue 23, replaced because on the same
@@ -29,9 +29,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import measure
-from initmem.bridge.deprecated import DEPRECATED
 from initmem.bridge.fits import lopo_r2, stretched_exponential_fit
-from initmem.deprecation import moved
 from initmem.empirical import curves, tables
 
 #: The comparison that decides (pre-registered): this unit against that one, on ``r2_cv``.
@@ -254,7 +252,7 @@ def decide(
     """The study's unit decision: :func:`unit_bootstrap` (every unit's R^2 intervals, the
     leave-one-pipeline-out difference, reported) with the winner of :func:`rank_bootstrap`.
 
-    The rank rule decides: on the same synthetic sweeps (:mod:`initmem.bridge.calibrate`,
+    The rank rule decides: on the same synthetic sweeps (:mod:`initmem.bridge.study.calibrate`,
     ``docs/unit-of-forgetting.md``) it names the true unit more often than the leave-one-pipeline-out
     R^2 difference at no larger error rate. The guards of :func:`decision_guard` still apply. Extra
     columns: ``rank_diff``, ``rank_lo``, ``rank_hi``, ``loo_winner`` (what the R^2 rule would say),
@@ -370,7 +368,7 @@ def rank_bootstrap(
     The interval resamples pipelines and, within each, seeds, as :func:`unit_bootstrap` does. A winner
     is named when the ``level`` interval excludes 0. Returns one row per memory: ``memory``,
     ``rank_diff``, ``rank_lo``, ``rank_hi``, ``rank_winner``, ``n_pipelines``. Only the points and
-    the sign comparisons: no fit, so a replica costs milliseconds (:mod:`initmem.bridge.calibrate`).
+    the sign comparisons: no fit, so a replica costs milliseconds (:mod:`initmem.bridge.study.calibrate`).
     """
     rng = np.random.default_rng(seed)
     tail = (1 - level) / 2
@@ -495,11 +493,6 @@ def cube_points(cubes: dict) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=["memory", "pipeline", "value"])
     return pd.concat(frames, ignore_index=True)
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [

@@ -1,9 +1,9 @@
 """The architectures study's Markdown document (``docs/architectures.md``): one function per section.
 
-:func:`document` joins the sections of an :class:`~initmem.bridge.architectures.ArchitectureStudy`
+:func:`document` joins the sections of an :class:`~initmem.bridge.study.architectures.ArchitectureStudy`
 (``study``: any object with its fields, rule constants and sentence methods; this module imports
 nothing of the study's). Every number comes from the study's
-tables and every finding sentence from :mod:`initmem.bridge.architectures` or
+tables and every finding sentence from :mod:`initmem.bridge.study.architectures` or
 :mod:`initmem.empirical.memory`, so the text says only what the folder says.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.document import reproduce_lines
+from initmem.bridge.study.document import reproduce_lines
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
 from initmem.theory.criterion import FORGETTING
@@ -193,9 +193,10 @@ def rules(study) -> list[str]:
         f"t-interval over seeds: *gone* when the interval lies within +-{study.spread_margin_pp:g} "
         "pp, *kept* when it excludes 0, otherwise cannot tell at this size.",
         f"- Norm memory (scale-invariant weights only): forgotten means {FORGETTING.name}: "
-        f"{FORGETTING.definition}; the end state is decided by its 95% t-interval over seeds; the "
-        "measured forgetting time is the first logged step where the seed mean reaches it, "
-        "censored when it never does.",
+        f"{FORGETTING.definition}; the end state is decided by its 95% t-interval over seeds "
+        "(converged within 1/e of 0, apart above it, reversed when the interval lies below 0: not "
+        "forgotten); the measured forgetting time is the first logged step where the seed-mean "
+        "|memory| reaches it, censored when it never does (initmem.theory.criterion).",
         f"- The deciding group of the prediction is `{study.deciding_groups[0]}` for a model with "
         f"scale-invariant weights, `{study.deciding_groups[1]}` (the lazy NTK memory term) otherwise; it "
         "predicts forgetting when its time is at most the run's length in steps.",
@@ -211,7 +212,7 @@ def rules(study) -> list[str]:
 
 def reproduce(study, command: str, wall: str) -> list[str]:
     """The training time summed over the finished runs, the commands and how long they took
-    (:func:`initmem.bridge.document.reproduce_lines`)."""
+    (:func:`initmem.bridge.study.document.reproduce_lines`)."""
     return reproduce_lines(tables.finished_runs(study.runs), command, wall)
 
 

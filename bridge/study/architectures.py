@@ -25,10 +25,13 @@ Definitions (each computed per cell from the folder; the measures are :mod:`init
      noise floor): ``gone`` when the interval lies within ``+-`` :data:`SPREAD_MARGIN_PP` (a practical
      zero fixed in advance), ``kept`` when it excludes 0 (and is not gone), else ``cannot tell``.
 (A2) **Norm memory** (M4) of the scale-invariant weights at the end, with its t-interval over seeds
-     (:func:`initmem.empirical.memory.norm_memory_end`): ``converged`` / ``apart`` / ``cannot tell``
-     against :data:`~initmem.empirical.memory.FORGOTTEN_LEVEL`; *not defined* for a model whose layer
-     logs mark no weight scale-invariant. Its measured forgetting time: the first logged step where the
-     seed-mean norm memory is at most that level; *censored* (``> T``) when it never is.
+     (:func:`initmem.empirical.memory.norm_memory_end`), decided by the one rule of
+     :mod:`initmem.theory.criterion` (:func:`~initmem.theory.criterion.interval_state`):
+     ``converged`` (forgotten) / ``apart`` (kept) / ``reversed`` (below 0, the interval excluding 0:
+     not forgotten) / ``cannot tell``; *not defined* for a model whose layer logs mark no weight
+     scale-invariant. Its measured forgetting time: the one decision
+     (:func:`initmem.bridge.measure.decide_seeds`: the first logged step where the seed-mean
+     ``|norm memory|`` is at most 1/e); *censored* (``> T``) when it never is, or when it ends reversed.
 (A3) **Prediction**: the *deciding group* is ``scale_invariant`` for a model that has such weights
      (the normalized-weight laws, P1 of :mod:`~initmem.bridge.preregister`) and ``other`` otherwise
      (the lazy NTK memory term and its decay, P2); the head's logit-scale row (P3) is reported beside
@@ -42,7 +45,7 @@ Definitions (each computed per cell from the folder; the measures are :mod:`init
 (A5) **Verdict** per architecture: "the thesis does not hold here" when any of its cells disagrees;
      "the data agree with the thesis here" when every cell agrees; else "cannot tell at this size".
 
-:func:`architecture_study` computes the cells; :mod:`initmem.bridge.architecture_document` writes
+:func:`architecture_study` computes the cells; :mod:`initmem.bridge.study.architecture_document` writes
 ``docs/architectures.md`` from them (``initmem study DIR --doc docs/architectures.md``).
 """
 
@@ -56,10 +59,12 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge import preregister
-from initmem.bridge.architecture_document import document
+from initmem.bridge.measure import decide_seeds
+from initmem.bridge.study.architecture_document import document
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
+from initmem.theory.criterion import FORGETTING, interval_state
 
 #: An accuracy spread whose 95% upper end lies below this (pp) counts as gone (A1), when its
 #: permutation p-value is not small and the seeds could have made it small.
@@ -101,7 +106,7 @@ class ArchitectureStudy:
         ]
 
     def markdown(self, *, command: str = "", wall: str = "") -> str:
-        """The published document (:func:`initmem.bridge.architecture_document.document`)."""
+        """The published document (:func:`initmem.bridge.study.architecture_document.document`)."""
         return document(self, command=command, wall=wall)
 
 
@@ -132,13 +137,20 @@ def spread_state(diff_lo: float, diff_hi: float, margin_pp: float = SPREAD_MARGI
     return "cannot tell"
 
 
+#: A2's names for the states of :func:`initmem.theory.criterion.interval_state`.
+NORM_STATES = {
+    "forgotten": "converged",
+    "kept": "apart",
+    "reversed": "reversed",
+    "cannot tell": "cannot tell",
+    "undefined": "cannot tell",
+}
+
+
 def norm_state(memory_end: float, lo: float, hi: float) -> str:
-    """A2: ``converged`` (interval below 1/e), ``apart`` (above) or ``cannot tell``."""
-    if np.isfinite(hi) and hi < memory.FORGOTTEN_LEVEL:
-        return "converged"
-    if np.isfinite(lo) and lo > memory.FORGOTTEN_LEVEL:
-        return "apart"
-    return "cannot tell"
+    """A2: ``converged`` (the interval within 1/e of 0), ``apart`` (above 1/e), ``reversed`` (below
+    0) or ``cannot tell``: :func:`initmem.theory.criterion.interval_state`, named for the study."""
+    return NORM_STATES[interval_state(memory_end, lo, hi)]
 
 
 def predicted_state(steps: float, total_steps: float) -> str:
@@ -205,7 +217,7 @@ def law_sentence(model: str, cells: pd.DataFrame) -> str:
     defined = cells[cells["has_scale_invariant"]]
     if defined.empty:
         return ""
-    decided = defined[defined["norm_state"].isin(["converged", "apart"])]
+    decided = defined[defined["norm_state"].isin(["converged", "apart", "reversed"])]
     decided = decided[decided["predicted_state"] != "no prediction"]
     match = decided[
         (decided["norm_state"] == "converged")
@@ -213,7 +225,7 @@ def law_sentence(model: str, cells: pd.DataFrame) -> str:
     ]
     reached = int((~defined["norm_time_censored"]).sum())
     return (
-        f"{model}: the measured norm memory reached 1/e within the run in {reached} of "
+        f"{model}: the measured norm memory was forgotten ({FORGETTING.name}) within the run in {reached} of "
         f"{len(defined)} pipelines (censored in the others); the normalized-weight laws' predicted "
         f"forgetting matches the measured end state in {len(match)} of the {len(decided)} "
         f"pipelines whose end state is decided."
@@ -233,7 +245,7 @@ def sweep_predictions(sweep_dir: Path, manifest, *, compute_missing: bool = True
     table and notes for pipelines without any."""
     found = preregister.read_sweep_predictions(sweep_dir)
     if not found.empty:
-        found = found.assign(source="pre-registered before training")
+        found = found.assign(source=found["provenance"])  # "computed after N runs had started"
     have = set(found["pipeline"]) if not found.empty else set()
     frames, notes = [found] if not found.empty else [], []
     for p in preregister.sweep_pipelines(manifest):
@@ -261,14 +273,15 @@ def sweep_predictions(sweep_dir: Path, manifest, *, compute_missing: bool = True
 
 
 def norm_times(curves: pd.DataFrame) -> pd.Series:
-    """A2: per pipeline, the first step where the seed-mean norm memory of the scale-invariant
-    weights is at most 1/e (NaN: never within the logged steps, censored)."""
+    """A2: per pipeline, the step where the norm memory of the scale-invariant weights is forgotten
+    by the one decision (:func:`initmem.bridge.measure.decide_seeds`, on the layer mean of
+    :data:`initmem.theory.criterion.LAYER_RULE`; NaN: not within the logged steps, censored)."""
     mean = curves[curves["layer"] == SCALE_INVARIANT_MEAN]
     out = {}
     for pipeline, group in mean.groupby("pipeline"):
-        by_step = group.groupby("step")["memory"].mean().sort_index()
-        below = by_step[by_step <= memory.FORGOTTEN_LEVEL]
-        out[pipeline] = float(below.index[0]) if len(below) else np.nan
+        table = group.pivot_table(index="seed", columns="step", values="memory", dropna=False)
+        decision = decide_seeds(table.columns.to_numpy(dtype=float), table.to_numpy())
+        out[pipeline] = decision.step if decision.forgotten else np.nan
     return pd.Series(out, dtype=float)
 
 

@@ -7,19 +7,19 @@ alphas per pipeline) and computes, from the data only:
   epochs, which of its runs interpolate, and the Pearson r of ln(epochs) and ln(accumulated) over
   the pipelines whose runs all interpolate;
 * the **bridge** (:func:`initmem.bridge.fitting.fit`): forgetting times measured and predicted, the unit
-  comparison with its intervals and the decision (:func:`initmem.bridge.stats.decide`);
+  comparison with its intervals and the decision (:func:`initmem.bridge.unit_decision.decide`);
 * **how often the verdict would be wrong** (``calibrate`` replicas,
-  :func:`initmem.bridge.calibrate.calibrate_study`): synthetic sweeps of this design under each
+  :func:`initmem.bridge.study.calibrate.calibrate_study`): synthetic sweeps of this design under each
   truth with the seed noise measured here; a named unit stays only where its calibrated error rate is
-  at most 5%, else "cannot tell" and the design that would tell
-  (:func:`~initmem.bridge.calibrate.apply_calibration`); without a calibration a verdict for epochs
+  at most :data:`~initmem.bridge.study.calibrate.MAX_ERROR`, else "cannot tell" and the design that would tell
+  (:func:`~initmem.bridge.study.calibrate.apply_calibration`); without a calibration a verdict for epochs
   says "cannot tell";
 * **function memory against noise**, per pipeline with two or more alphas: the spread of the
   validation-selected test accuracy with its within-seed permutation null
   (:func:`~initmem.empirical.memory.spread_null`) and bootstrap interval, and the disagreement between
   alphas minus that between seeds (:func:`~initmem.empirical.memory.disagreement_excess`), from the
   seeds whose runs interpolate at every alpha (a pipeline with fewer than 2 is left out);
-* **the spread at each seed count** (:mod:`initmem.bridge.seeds`): the spread decision on the
+* **the spread at each seed count** (:mod:`initmem.bridge.study.seeds`): the spread decision on the
   first k seeds used (k = 2 up to the sweep's), per pipeline and pooled over pipelines, and how many
   seeds (per pipeline) or pipelines (pooled) the observed effect would need to tell;
 * **norm memory at the end** per pipeline (layer mean over the scaled BN-followed convs) with a
@@ -41,22 +41,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge import synthetic
-from initmem.bridge.calibrate import apply_calibration, calibrate_study
-from initmem.bridge.deprecated import DEPRECATED
-from initmem.bridge.document import document
 from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.fitting import fit
 from initmem.bridge.measure import prepare_runs
-from initmem.bridge.seeds import (
+from initmem.bridge.study import synthetic
+from initmem.bridge.study.calibrate import apply_calibration, calibrate_study
+from initmem.bridge.study.document import document
+from initmem.bridge.study.seeds import (
     power_note,
     power_sentences,
     spread_by_seeds,
     unit_decision_by_seeds,
 )
-from initmem.bridge.stats import DECIDING_UNITS
+from initmem.bridge.unit_decision import DECIDING_UNITS
 from initmem.bridge.units import design_correlation, design_table
-from initmem.deprecation import moved
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
@@ -98,7 +96,7 @@ class UnitStudy:
 
     def power_sentences(self) -> list[str]:
         """Per pipeline the seeds, pooled the pipelines, the spread would need to tell
-        (:func:`initmem.bridge.seeds.power_sentences`)."""
+        (:func:`initmem.bridge.study.seeds.power_sentences`)."""
         return power_sentences(self.spread_power)
 
     # ------------------------------------------------------------------ the document
@@ -106,7 +104,7 @@ class UnitStudy:
         self, figures: dict[str, str] | None = None, *, command: str = "", wall: str = ""
     ) -> str:
         """The published document (figures: ``{name: relative path}``;
-        :func:`initmem.bridge.document.document`)."""
+        :func:`initmem.bridge.study.document.document`)."""
         return document(self, figures or {}, command=command, wall=wall)
 
 
@@ -114,7 +112,7 @@ def unit_study(
     sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0, calibrate: int = 0
 ) -> UnitStudy:
     """Analyse a sweep folder (module docstring); ``calibrate``: synthetic replicas per truth of its
-    design that calibrate the unit decision (:func:`initmem.bridge.calibrate.calibrate_study`; 0:
+    design that calibrate the unit decision (:func:`initmem.bridge.study.calibrate.calibrate_study`; 0:
     none, and a verdict for epochs then says "cannot tell")."""
     sweep_dir = Path(sweep_dir)
     manifest = read_manifest(sweep_dir)
@@ -184,8 +182,8 @@ def collapse_sentences(
 
     "Collapse" when the 95% interval of the leave-one-pipeline-out R^2 lies above
     :data:`COLLAPSE_R2`, "do not collapse" when it lies below, else "cannot tell". With the study's
-    ``decision`` (:func:`initmem.bridge.stats.decide`, after
-    :func:`~initmem.bridge.calibrate.apply_calibration`): "collapse" only where it names ``unit``,
+    ``decision`` (:func:`initmem.bridge.unit_decision.decide`, after
+    :func:`~initmem.bridge.study.calibrate.apply_calibration`): "collapse" only where it names ``unit``,
     "do not collapse" only where it names the other deciding unit, else "cannot tell". On synthetic
     sweeps the R^2 interval alone said "do not collapse" where the truth was ``unit`` far more often
     than 5% (4 pipelines, 2 seeds: ``docs/unit-of-forgetting.md``); tied to a calibrated decision,
@@ -358,11 +356,6 @@ def group_sentences(groups: pd.DataFrame) -> list[str]:
                 + "."
             )
     return lines
-
-
-def __getattr__(name: str):
-    """Deprecated names of this module (``initmem.bridge.deprecated``; PEP 562)."""
-    return moved(__name__, name, DEPRECATED)
 
 
 __all__ = [
