@@ -15,6 +15,7 @@ import importlib.util
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -188,12 +189,13 @@ def _init_worker(slots: Any, gpus: list[str], runs_per_gpu: int, threads: int, p
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu_for_slot(slot, gpus, runs_per_gpu)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
-    # A trainer imported with the worker's first task may have loaded torch already, whose thread
-    # pool then ignores the variables above: set it directly. Two busy threads per worker on a core
-    # each collapse throughput 10-20x (BENCHMARKS.md).
-    import torch  # here, after the thread variables are set: torch reads them when first imported
-
-    torch.set_num_threads(threads)
+    # torch reads the variables above when first imported (by the trainer, with the worker's first
+    # task); where it is loaded already, its thread pool ignores them: set it directly. Two busy
+    # threads per worker on a core each collapse throughput 10-20x (BENCHMARKS.md). A trainer that
+    # needs no torch (the tests' fake trainers) does not pay its import (3 s of CPU).
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: killed when the driver dies

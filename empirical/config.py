@@ -45,7 +45,7 @@ ARGS_FIELDS = ("model_args", "dataset_args")
 #: Fields added after run hashes were published, with their defaults: left out of the content hash
 #: while they hold them, so every run hashed before they existed keeps its hash.
 HASH_DEFAULTS: dict[str, Any] = {"model_args": {}, "dataset_args": {}, "loss": "cross_entropy"}
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp64")
 
 #: Images in each data set's official training set (before the train/validation split).
 TRAIN_POOL_SIZES = {
@@ -123,7 +123,8 @@ class RunConfig:
     ``max_weight_norm`` (a larger total weight norm counts as divergence).
 
     Device: ``device`` in :data:`DEVICES`; ``precision`` in :data:`PRECISIONS` ("auto": bf16 autocast on
-    CUDA, fp32 on the CPU); ``channels_last``; ``compile`` (torch.compile); ``cudnn_benchmark``;
+    CUDA, fp32 on the CPU; "fp64": float64 parameters, images and loss, for the tests' comparisons of
+    two computations of one run); ``channels_last``; ``compile`` (torch.compile); ``cudnn_benchmark``;
     ``threads`` the run's CPU thread count (torch's intra-op threads; None: the count at the run's
     first start, recorded in config.json and last.pt and kept on resume, which a sweep worker gets as
     cpus // workers). Not hashed: on one machine the same thread count gives the same bits, and

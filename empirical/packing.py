@@ -316,7 +316,7 @@ class Pack:
             with lead._autocast():
                 logits = self._forward([images for images, _ in batches], lead.memory_format)
             losses = [
-                training_loss(lead.config.loss, logits[j].float(), labels)
+                training_loss(lead.config.loss, logits[j].to(lead.dtype), labels)
                 for j, (_, labels) in enumerate(batches)
             ]
             self.packed.zero_grad()

@@ -540,7 +540,7 @@ def resolve_device(device: str) -> torch.device:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto`` -> ``bf16`` on CUDA, ``fp32`` on the CPU."""
+    """``auto`` -> ``bf16`` on CUDA, ``fp32`` on the CPU; ``fp32``, ``bf16`` and ``fp64`` as given."""
     if precision == "auto":
         return "bf16" if device.type == "cuda" else "fp32"
     return precision
@@ -593,9 +593,10 @@ class Trainer:
             data if data is not None else shared_splits(config, self.device, download=download)
         )
         _check_data(self.data, config, self.device)
-        self.autocast_dtype = (
-            torch.bfloat16 if resolve_precision(config.precision, self.device) == "bf16" else None
-        )
+        precision = resolve_precision(config.precision, self.device)
+        self.autocast_dtype = torch.bfloat16 if precision == "bf16" else None
+        #: parameters, images and loss: float64 for ``fp64``, float32 otherwise (bf16 autocasts)
+        self.dtype = torch.float64 if precision == "fp64" else torch.float32
         self.memory_format = (
             torch.channels_last if config.channels_last else torch.contiguous_format
         )
@@ -603,6 +604,7 @@ class Trainer:
         self.model = build_model(config).to(self.device, memory_format=self.memory_format)
         if is_plugin(config.model):  # before the run folder is written: one error line, no folder
             check_plugin_model(self.model, config, self.data, self.memory_format)
+        self.model.to(self.dtype)  # float64 for precision = "fp64" (the same initial values)
         self.forward = torch.compile(self.model) if config.compile else self.model
         # frozen parameters (requires_grad False) are not trained: no gradient, no optimizer state
         named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
@@ -687,7 +689,8 @@ class Trainer:
         order = torch.randperm(len(self.data.train), generator=self.order_generator)
         batches = order[: steps * cfg.batch_size].view(steps, cfg.batch_size).to(self.device)
         self.model.train()
-        return EpochPlan(steps, batches, torch.zeros(steps, device=self.device), self.step)
+        losses = torch.zeros(steps, dtype=self.dtype, device=self.device)
+        return EpochPlan(steps, batches, losses, self.step)
 
     def next_lr(self) -> float:
         """The learning rate of the next step (the schedule at ``self.step``)."""
@@ -699,7 +702,7 @@ class Trainer:
         labels = self.data.train.labels.index_select(0, batch)
         if self.config.augment:
             images = augment_batch(images, self.augment_generator)
-        return images.contiguous(memory_format=self.memory_format), labels
+        return images.to(self.dtype).contiguous(memory_format=self.memory_format), labels
 
     def record_step(
         self, plan: EpochPlan, i: int, loss: torch.Tensor, correct: torch.Tensor
@@ -721,7 +724,7 @@ class Trainer:
         images, labels = self.next_batch(batch)
         with self._autocast():
             logits = self.forward(images)
-        loss = training_loss(self.config.loss, logits.float(), labels)
+        loss = training_loss(self.config.loss, logits.to(self.dtype), labels)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.apply_gradients(lr)
@@ -792,11 +795,13 @@ class Trainer:
         preds = []
         for start in range(0, len(split), self.config.eval_batch_size):
             images = split.images[start : start + self.config.eval_batch_size]
-            images = images.contiguous(memory_format=self.memory_format)
+            images = images.to(self.dtype).contiguous(memory_format=self.memory_format)
             labels = split.labels[start : start + self.config.eval_batch_size]
             with self._autocast():
                 logits = self.forward(images)
-            loss_sum += training_loss(cfg_loss, logits.float(), labels, reduction="sum").double()
+            loss_sum += training_loss(
+                cfg_loss, logits.to(self.dtype), labels, reduction="sum"
+            ).double()
             preds.append(logits.argmax(dim=1))
         self.model.train()
         pred = torch.cat(preds)

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from initmem.cli import EXIT_INTERRUPTED, describe_error, main
-from tests.empirical.test_sweep import FAKE, write_sweep
+from tests.empirical.fake_trainer import FAKE
+from tests.empirical.test_sweep import write_sweep
 
 SWEEP = """
 name = "errors"

@@ -9,8 +9,8 @@ import pytest
 
 from initmem.cli import main
 from initmem.empirical.sweep import read_manifest
+from tests.empirical.fake_trainer import FAKE
 
-FAKE = "tests.empirical.test_sweep:fake_train"
 SWEEP = """
 name = "cli"
 [base]

@@ -13,7 +13,8 @@ import pytest
 
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepSpec, prepare_sweep, read_manifest, run_sweep
-from tests.empirical.test_sweep import fake_train, importable, write_sweep  # noqa: F401
+from tests.empirical.fake_trainer import fake_train
+from tests.empirical.test_sweep import importable, write_sweep  # noqa: F401
 
 EIGHT = """
 name = "eight"

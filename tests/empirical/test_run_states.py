@@ -30,8 +30,9 @@ from initmem.empirical.runfolder import (
 from initmem.empirical.sweep import run_sweep, sweep_status
 from initmem.empirical.tables import load_sweep
 from initmem.empirical.trainer import train
+from tests.empirical.fake_trainer import FAKE
 from tests.empirical.test_memory import make_sweep
-from tests.empirical.test_sweep import FAKE, REPO, journal, write_sweep
+from tests.empirical.test_sweep import REPO, journal, write_sweep
 
 GOOD = {
     "status": "completed",

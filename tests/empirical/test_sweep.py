@@ -1,7 +1,7 @@
 """Sweeps: expansion, validation, the sweep folder, locks, resume after kill -9, and the backends.
 
-The machinery is tested with fake trainers (module-level functions below, importable by spawned
-workers as ``tests.empirical.test_sweep:<name>``) that keep a per-run journal of starts and
+The machinery is tested with fake trainers (tests/empirical/fake_trainer.py, importable by spawned
+workers without torch) that keep a per-run journal of starts and
 completions; one shared smoke test trains real tiny runs on every backend.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from initmem.empirical.config import RunConfig
-from initmem.empirical.runfolder import lock_is_held, run_lock, run_state, write_atomic
+from initmem.empirical.runfolder import lock_is_held, run_lock, run_state
 from initmem.empirical.sessions import Session, read_sessions, sessions_sentence
 from initmem.empirical.sweep import (
     SweepError,
@@ -33,10 +33,10 @@ from initmem.empirical.sweep import (
     sweep_status,
 )
 from initmem.empirical.workers import execute_pack, execute_run
-from tests.empirical.rounding import assert_same_run, train_reference
+from tests.empirical.fake_trainer import FAKE
+from tests.empirical.rounding import assert_same_run, reference_of
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE = "tests.empirical.test_sweep:fake_train"
 
 SWEEP = """
 name = "fake"
@@ -56,51 +56,6 @@ optimizer = "adam"
 lr = 0.01
 grid = { seed = [0] }
 """
-
-
-# ====================================================================== fake trainers
-def fake_train(config: RunConfig) -> dict:
-    """A resumable fake run of ``config.epochs`` steps, ``FAKE_STEP_S`` seconds each.
-
-    Appends ``start <step>`` and ``done`` to ``journal.txt``; checkpoints its step in ``last.pt``;
-    raises for ``lr == 0.5``; kills its process for ``lr == 0.125``; reports ``diverged`` for ``alpha >= 100``; test accuracy 0.5 + seed/100
-    - |log2 alpha| / 10 (0 at least).
-    """
-    import math
-
-    run_dir = Path(config.out_dir)
-    checkpoint = run_dir / "last.pt"
-    step = int(checkpoint.read_text()) if checkpoint.is_file() else 0
-    with open(run_dir / "journal.txt", "a") as fh:
-        fh.write(f"start {step} pid {os.getpid()}\n")
-    if config.lr == 0.5:
-        raise RuntimeError("fake failure for lr = 0.5")
-    if config.lr == 0.125:
-        os._exit(3)  # the worker process dies (as if killed, or out of memory)
-    delay = float(os.environ.get("FAKE_STEP_S", "0"))
-    while step < config.epochs:
-        time.sleep(delay)
-        step += 1
-        write_atomic(checkpoint, str(step))
-    status = "diverged" if config.alpha >= 100 else "completed"
-    result = {
-        "status": status,
-        "test_acc": max(0.0, 0.5 + config.seed / 100 - abs(math.log2(config.alpha)) / 10),
-        "best_val_acc": 0.5,
-        "final_train_acc": 1.0,
-        "steps_run": step,
-        "env_gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "env_threads": os.environ.get("OMP_NUM_THREADS"),
-    }
-    write_atomic(run_dir / "result.json", json.dumps(result))
-    with open(run_dir / "journal.txt", "a") as fh:
-        fh.write("done\n")
-    return result
-
-
-def fake_train_no_result_file(config: RunConfig) -> dict:
-    """A trainer that returns its result instead of writing result.json."""
-    return {"test_acc": config.alpha / 10}
 
 
 def journal(run_dir: Path) -> list[str]:
@@ -382,7 +337,7 @@ def test_trainer_result_is_written_when_the_trainer_does_not(tmp_path):
     status = run_sweep(
         path,
         tmp_path / "o",
-        trainer="tests.empirical.test_sweep:fake_train_no_result_file",
+        trainer="tests.empirical.fake_trainer:fake_train_no_result_file",
         progress=False,
     )
     assert status.completed == 1
@@ -700,13 +655,14 @@ def test_pack_needs_a_positive_size_and_the_default_trainer(tmp_path):
 
 def test_a_packed_sweep_writes_the_runs_of_an_unpacked_one(tmp_path, capsys):
     """pack = 2 trains the two runs of the tiny sweep as one packed computation: the same run folders
-    as the unpacked sweep's, every number within each run's rounding sensitivity (measured by its
-    batch-permuted twins: tests/empirical/rounding.py); a pack whose first run is finished trains only
-    the second."""
+    as the unpacked sweep's, in float64 every number within float64 rounding carried through the run
+    (``RUN_RTOL``, tests/empirical/rounding.py); a pack whose first run is finished trains only the
+    second."""
     from initmem.empirical.data import write_cifar10_fixture
 
     write_cifar10_fixture(tmp_path / "data" / "cifar10-fixture")
-    spec = SweepSpec.from_toml(TINY.format(data=tmp_path / "data")).with_overrides({"lr": 0.002})
+    spec = SweepSpec.from_toml(TINY.format(data=tmp_path / "data"))
+    spec = spec.with_overrides({"lr": 0.002, "precision": "fp64"})
     packed = run_sweep(spec, tmp_path / "packed", pack=2, workers=1, progress=True)
     bar = capsys.readouterr().err
     assert "2/2" in bar and "3/2" not in bar and "0/2" in bar  # the bar counts runs, not packs
@@ -717,10 +673,8 @@ def test_a_packed_sweep_writes_the_runs_of_an_unpacked_one(tmp_path, capsys):
         a = journal_records(run.run_dir(tmp_path / "packed"))
         b = journal_records(run.run_dir(tmp_path / "alone"))
         assert [r["epoch"] for r in a] == [r["epoch"] for r in b] == [0, 1]
-        out_dir = str(tmp_path / "reference" / run.hash)
-        references[run.hash] = train_reference(run.config.replace(out_dir=out_dir, quiet=True))
-        for sweep in ("packed", "alone"):
-            assert_same_run(references[run.hash], run.run_dir(tmp_path / sweep))
+        references[run.hash] = reference_of(run.run_dir(tmp_path / "alone"))
+        assert_same_run(references[run.hash], run.run_dir(tmp_path / "packed"))
 
     first, second = read_manifest(tmp_path / "packed")
     kept = (first.run_dir(tmp_path / "packed") / "result.json").stat().st_mtime_ns

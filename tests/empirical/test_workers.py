@@ -10,7 +10,8 @@ from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepError, SweepSpec, run_sweep
 from initmem.empirical.tables import load_sweep
 from initmem.empirical.workers import DEFAULT_TRAINER, TRAINER_ALIASES, resolve_trainer
-from tests.empirical.test_sweep import FAKE, SWEEP, fake_train
+from tests.empirical.fake_trainer import FAKE, fake_train
+from tests.empirical.test_sweep import SWEEP, importable  # noqa: F401
 
 
 def test_a_trainer_string_names_a_module_function_or_an_attribute_path():
@@ -55,3 +56,19 @@ def test_a_backend_whose_package_is_missing_is_refused_before_anything_runs(tmp_
     with pytest.raises(SweepError, match="the ray backend needs no_such_package_for_ray"):
         run_sweep(spec, tmp_path / "s", backend="ray", trainer=FAKE, progress=False)
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.usefixtures("importable")
+def test_a_worker_that_imports_torch_for_its_trainer_gets_the_threads_asked(tmp_path, monkeypatch):
+    """A local worker imports torch only with its trainer (a fake trainer pays no torch import);
+    torch then reads the thread variables the worker set: cpus 1 // 1 worker = 1 thread, not the
+    2 the driver's environment says."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    spec = SweepSpec.from_toml("[base]\ndataset='cifar10-fixture'\nbatch_size=4\n")
+    trainer = "tests.empirical.fake_trainer:torch_threads_train"
+    options = {"cpus": 1}
+    status = run_sweep(
+        spec, tmp_path / "s", trainer=trainer, workers=1, progress=False, backend_options=options
+    )
+    assert status.completed == 1
+    assert load_sweep(tmp_path / "s")["test_acc"].tolist() == [1.0]  # 1 / threads
