@@ -325,7 +325,9 @@ def torchvision_pools(dataset: str, data_dir: str | None) -> tuple:
     for MNIST, ``DATA_DIR/cifar-100-python/`` for CIFAR100). Grey ``(n, 28, 28)`` images are padded to
     32x32 and repeated to 3 channels (as Fashion-MNIST's); colour ``(n, 32, 32, 3)`` ones are
     transposed. Kept in memory for the next run of the process (two data sets). Raises
-    :class:`DataNotFoundError` naming where it looked, :class:`~.plugins.PluginError` for a name
+    :class:`DataNotFoundError` naming where it looked, or the damaged file and the fix when the copy
+    is there but a file of it is truncated (:func:`_damaged_torchvision_files`),
+    :class:`~.plugins.PluginError` for a name
     torchvision does not have or a class without ``train=``."""
     from torchvision import datasets  # deferred: torchvision loads only for its own data sets
 
@@ -344,7 +346,14 @@ def torchvision_pools(dataset: str, data_dir: str | None) -> tuple:
             raise PluginError(
                 f"{where}: {name} takes no train= argument ({err}); wrap it in a plug-in data set"
             ) from None
-        except (RuntimeError, OSError) as err:
+        except (RuntimeError, OSError, EOFError) as err:
+            damaged = _damaged_torchvision_files(cls, looked)
+            if damaged:
+                path, why = damaged[0]
+                raise DataNotFoundError(
+                    f"torchvision {name}: {path} is damaged ({why}); delete it and download it "
+                    "again (or point data_dir at a good copy)"
+                ) from None
             raise DataNotFoundError(
                 f"torchvision {name} not found, looked in {', '.join(str(p) for p in looked)} "
                 f"({' '.join(str(err).split())}); put a copy there in torchvision's on-disk format "
@@ -355,6 +364,54 @@ def torchvision_pools(dataset: str, data_dir: str | None) -> tuple:
     names = tuple(str(c) for c in getattr(split, "classes", ()))
     pools = _checked_pools(where, splits, 2)  # the run's own sizes: checked when split
     return (*pools, names)
+
+
+#: Bytes per item of each IDX type code (the MNIST file format: LeCun et al., "THE MNIST DATABASE
+#: of handwritten digits", yann.lecun.com/exdb/mnist, section "FILE FORMATS FOR THE MNIST DATABASE").
+_IDX_ITEM_BYTES = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}
+
+
+def _damaged_torchvision_files(cls, folders: list[Path]) -> list[tuple[Path, str]]:
+    """The files of a local torchvision copy that are damaged, each with why: an IDX file (MNIST and
+    its kin, ``*-idx*``, uncompressed) shorter or longer than its header says (4 + 4 x dimensions +
+    product of the sizes x item bytes), or a file that ``cls`` lists with an MD5 (``train_list`` /
+    ``test_list`` under ``base_folder``, as CIFAR's) whose MD5 differs. Read only after torchvision
+    failed, to tell a damaged copy from a missing one."""
+    from torchvision.datasets.utils import check_integrity
+
+    damaged = []
+    for path in sorted({p for f in folders if f.is_dir() for p in f.glob("*-idx*")}):
+        if path.suffix == ".gz" or not path.is_file():
+            continue
+        why = _idx_damage(path)
+        if why:
+            damaged.append((path, why))
+    listed = [*getattr(cls, "train_list", ()), *getattr(cls, "test_list", ())]
+    base = getattr(cls, "base_folder", None)
+    for folder in folders if isinstance(base, str) else ():
+        for entry in listed:
+            path = folder / base / entry[0]
+            if path.is_file() and not check_integrity(str(path), entry[1]):
+                damaged.append((path, "its MD5 differs from torchvision's"))
+    return damaged
+
+
+def _idx_damage(path: Path) -> str:
+    """Why the IDX file ``path`` is damaged ("" when its size is what its header says)."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(4)
+        if len(head) < 4 or head[:2] != b"\0\0" or head[2] not in _IDX_ITEM_BYTES:
+            return f"truncated or not an IDX file: {size} bytes, no valid IDX header"
+        sizes = handle.read(4 * head[3])
+    if len(sizes) < 4 * head[3]:
+        return f"truncated: {size} bytes, shorter than its own header"
+    shape = np.frombuffer(sizes, dtype=">u4")
+    expected = 4 + 4 * head[3] + int(np.prod(shape, dtype=np.int64)) * _IDX_ITEM_BYTES[head[2]]
+    if size != expected:
+        kind = "truncated" if size < expected else "too long"
+        return f"{kind}: {size} bytes, its header says {expected} ({' x '.join(map(str, shape))})"
+    return ""
 
 
 def _as_cifar_shape(where: str, images: np.ndarray) -> np.ndarray:

@@ -91,6 +91,11 @@ def calibration(study) -> list[str]:
     (:mod:`initmem.bridge.study.calibrate`), or how to compute it."""
     parts = ["## How often would this verdict be wrong?", ""]
     calibrated = getattr(study, "calibration", None)
+    if calibrated is None and getattr(study, "no_decision", ""):
+        return parts + [
+            f"Nothing to calibrate: this design has no unit decision ({study.no_decision}).",
+            "",
+        ]
     if calibrated is None:
         return parts + [
             "Not computed for this document. `initmem study DIR --calibrate 200` draws 200 synthetic "

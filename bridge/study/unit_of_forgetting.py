@@ -53,7 +53,7 @@ from initmem.bridge.study.seeds import (
     spread_by_seeds,
     unit_decision_by_seeds,
 )
-from initmem.bridge.unit_decision import DECIDING_UNITS
+from initmem.bridge.unit_decision import DECIDING_UNITS, MIN_DECISION_PIPELINES
 from initmem.bridge.units import design_correlation, design_table
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
@@ -77,14 +77,19 @@ class UnitStudy:
     spread_by_seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
     spread_power: pd.DataFrame = field(default_factory=pd.DataFrame)
     unit_by_seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
+    no_decision: str = ""  # why the design has no unit decision (:func:`no_decision_reason`)
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
         """The pre-registered decision, one sentence per memory (from the bridge), then whether
-        the pipelines collapse onto one curve of accumulated regularization at all."""
-        return list(self.bridge.verdict) + collapse_sentences(
+        the pipelines collapse onto one curve of accumulated regularization at all; with neither,
+        the sentence saying why there is no verdict."""
+        lines = list(self.bridge.verdict) + collapse_sentences(
             self.bridge.units, decision=self.bridge.decision
         )
+        if not lines and self.no_decision:
+            lines = [f"No verdict: this design has no unit decision ({self.no_decision})."]
+        return lines
 
     def group_sentences(self) -> list[str]:
         """Which parameter group carries the function memory, per optimizer family."""
@@ -172,7 +177,30 @@ def unit_study(
             n_boot=n_boot if not report.decision.empty else 0,
             seed=seed,
         ),
+        no_decision=no_decision_reason(report),
     )
+
+
+def no_decision_reason(report) -> str:
+    """Why the bridge ``report`` (:func:`initmem.bridge.fitting.fit`) holds no unit decision, as a
+    clause; "" when it holds one. The decision (:func:`initmem.bridge.unit_decision.decide`) orders
+    the evaluations of two or more pipelines by accumulated regularization and by epochs, so it needs
+    a memory (norm or spread) measured in two or more pipelines; it names a unit only from
+    :data:`~initmem.bridge.unit_decision.MIN_DECISION_PIPELINES` pipelines on."""
+    if not report.decision.empty:
+        return ""
+    n_pipelines = report.runs["pipeline"].nunique() if "pipeline" in report.runs else 0
+    if n_pipelines < 2:
+        return (
+            f"{n_pipelines} pipeline{'' if n_pipelines == 1 else 's'}: the decision compares "
+            f"pipelines and needs {MIN_DECISION_PIPELINES} or more"
+        )
+    if report.units.empty:
+        return (
+            "no memory (norm or spread) could be measured over its pipelines' evaluations; "
+            "the notes say why"
+        )
+    return "no memory (norm or spread) was measured in two or more pipelines; the notes say why"
 
 
 def collapse_sentences(

@@ -152,6 +152,11 @@ def run(args: argparse.Namespace) -> int:
     )
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(study.markdown(relative, command=command, wall=measured(args, sweep_dir)))
+    if args.calibrate > 0 and study.no_decision:
+        print(
+            f"--calibrate {args.calibrate}: nothing to calibrate, this design has no unit decision "
+            f"({study.no_decision})"
+        )
     for line in study.verdict():
         print(line)
     for line in study.group_sentences():

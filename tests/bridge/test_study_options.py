@@ -9,9 +9,12 @@ import json
 import shlex
 import shutil
 
+import pandas as pd
 import pytest
 
+from initmem.bridge.study import unit_study
 from initmem.cli import main
+from tests.bridge.synthetic import known_pipelines, write_synthetic_sweep
 
 
 @pytest.fixture
@@ -71,3 +74,34 @@ def test_unwritable_outputs_fail_before_any_work(tiny_sweep, tmp_path, capsys, w
     assert captured.out == "" and captured.err.count("\n") == 1
     assert captured.err.startswith("error: ") and "choose another path" in captured.err
     assert not (out / "design.csv").exists()
+
+
+def test_calibrate_on_a_design_without_a_unit_decision_says_so(tmp_path, capsys):
+    """``--calibrate 30`` on one pipeline: no unit decision exists, so nothing is calibrated; the
+    command says so in one line with the reason (not "pass --calibrate 200"), and so does the
+    document's calibration section; a study whose bridge has no sentence at all says why in its
+    Verdict instead of leaving it empty."""
+    root = write_synthetic_sweep(tmp_path / "sweep", known_pipelines()[:1])
+    doc = tmp_path / "study.md"
+    args = ["study", str(root), "--doc", str(doc), "--n-boot", "20", "--calibrate", "30"]
+    assert main([*args, "--out", str(tmp_path / "tables")]) == 0
+    reason = "1 pipeline: the decision compares pipelines and needs 3 or more"
+    out = capsys.readouterr().out.splitlines()
+    said = f"--calibrate 30: nothing to calibrate, this design has no unit decision ({reason})"
+    assert said in out
+    assert not any("calibration took" in line for line in out)
+    text = doc.read_text()
+    section = text[
+        text.index("## How often would this verdict be wrong?") : text.index("## Design")
+    ]
+    assert f"Nothing to calibrate: this design has no unit decision ({reason})." in section
+    assert "--calibrate 200" not in section
+
+    study = unit_study(root, n_boot=20)
+    assert study.no_decision == reason and study.bridge.decision.empty
+    study.bridge.units = pd.DataFrame()  # no memory measured at all: the bridge has no sentence
+    assert list(study.bridge.verdict) == []
+    assert study.verdict() == [f"No verdict: this design has no unit decision ({reason})."]
+    verdict = study.markdown()
+    verdict = verdict[verdict.index("## Verdict") : verdict.index("Memories:")]
+    assert f"- No verdict: this design has no unit decision ({reason})." in verdict

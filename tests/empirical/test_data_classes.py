@@ -75,6 +75,36 @@ def test_a_missing_torchvision_copy_names_where_it_looked(tmp_path):
     assert str(tmp_path / "empty" / "MNIST" / "raw") in str(err.value)
 
 
+def test_a_truncated_torchvision_file_is_named_as_damaged(fake_mnist):
+    """A local MNIST copy whose training images were cut short (an interrupted download): the
+    error names that file, says truncated with its size against the header's, and says the fix."""
+    root, _ = fake_mnist
+    path = root / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    expected = path.stat().st_size  # 4 + 4 * 3 + 60 * 28 * 28 = 47056
+    assert expected == 16 + 60 * 28 * 28
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(DataNotFoundError) as err:
+        load_splits(mnist_config(root))
+    assert str(err.value) == (
+        f"torchvision MNIST: {path} is damaged (truncated: 1000 bytes, its header says {expected} "
+        "(60 x 28 x 28)); delete it and download it again (or point data_dir at a good copy)"
+    )
+
+
+def test_a_cut_cifar_batch_is_named_by_its_md5(tmp_path):
+    """CIFAR10's copy is checked by MD5 in torchvision ("not found or corrupted"): a batch file
+    present but cut short is named as damaged, not reported as missing."""
+    folder = tmp_path / "cifar" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    (folder / "data_batch_1").write_bytes(b"\x80\x04 cut short")
+    with pytest.raises(DataNotFoundError) as err:
+        load_splits(mnist_config(tmp_path / "cifar", dataset="torchvision:CIFAR10"))
+    assert str(err.value).startswith(
+        f"torchvision CIFAR10: {folder / 'data_batch_1'} is damaged (its MD5 differs from "
+        "torchvision's); delete it and download it again"
+    )
+
+
 def test_torchvision_names_are_checked(tmp_path, fake_mnist):
     with pytest.raises(ConfigError, match="reads a local copy: give data_dir"):
         RunConfig.from_dict(dict(dataset="torchvision:MNIST", train_size=4, val_size=4))
