@@ -100,7 +100,8 @@ def hidden_note(hidden: list[str], csv_name: str) -> str:
     ("" when none was cut)."""
     if not hidden:
         return ""
-    return f"_{len(hidden)} more columns in {csv_name}: {', '.join(hidden)}._"
+    columns = "column" if len(hidden) == 1 else "columns"
+    return f"_{len(hidden)} more {columns} in {csv_name}: {', '.join(hidden)}._"
 
 
 __all__ = [

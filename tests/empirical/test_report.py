@@ -214,7 +214,8 @@ def test_report_tables_show_at_most_max_columns_and_the_csv_keeps_the_rest(repor
     shown = next(h for h in headers if h[:2] == ["pipeline", "seeds used"])
     assert shown == list(memory.columns[:MAX_COLUMNS])
     hidden = list(memory.columns[MAX_COLUMNS:])
-    assert f"_{len(hidden)} more columns in tables/memory.csv: {', '.join(hidden)}._" in text
+    columns = "column" if len(hidden) == 1 else "columns"
+    assert f"_{len(hidden)} more {columns} in tables/memory.csv: {', '.join(hidden)}._" in text
     # the column left to the CSV holds its number: sample std over the seeds used, mean over alphas
     runs = load_sweep(report.parent)
     for _, row in memory.iterrows():
