@@ -347,7 +347,7 @@ class BridgeReport:
             shown, hidden = markdown.readable(table, labels)
             parts += ["", f"## {name}", "", markdown_table(shown)]
             if hidden:
-                parts += ["", f"_{len(hidden)} more columns in {name}.csv: {', '.join(hidden)}._"]
+                parts += ["", markdown.hidden_note(hidden, f"{name}.csv")]
         parts += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
         return "\n".join(parts) + "\n"
 

@@ -2,7 +2,8 @@
 
 ``number`` writes a value as a cell (``–`` for a missing or non-finite one, ``yes`` / ``no`` for a
 flag), ``interval`` a value with its interval, ``table`` / ``frame_table`` a pipe table whose cells are
-kept on one line with ``|`` escaped (a variant name may hold one).
+kept on one line with ``|`` escaped (a variant name may hold one); ``readable`` cuts a table to
+:data:`MAX_COLUMNS` columns for Markdown and ``hidden_note`` names the cut columns and their CSV.
 """
 
 from __future__ import annotations
@@ -94,11 +95,21 @@ def readable(
     return shown.iloc[:, :max_columns], hidden
 
 
+def hidden_note(hidden: list[str], csv_name: str) -> str:
+    """The line under a table that :func:`readable` cut: which columns, and the CSV that has them
+    ("" when none was cut)."""
+    if not hidden:
+        return ""
+    columns = "column" if len(hidden) == 1 else "columns"
+    return f"_{len(hidden)} more {columns} in {csv_name}: {', '.join(hidden)}._"
+
+
 __all__ = [
     "MAX_COLUMNS",
     "MISSING",
     "escape",
     "frame_table",
+    "hidden_note",
     "interval",
     "number",
     "readable",

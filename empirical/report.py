@@ -1,6 +1,8 @@
 """The report of a sweep: a Markdown file with tables and PNG figures, readable without the text.
 
-``write_report(DIR)`` writes ``DIR/report.md`` and ``DIR/figures/*.png``:
+``write_report(DIR)`` writes ``DIR/report.md``, its tables with every column as
+``DIR/tables/memory.csv``, ``accuracy.csv`` and ``pipelines.csv`` (report.md shows at most
+``markdown.MAX_COLUMNS`` columns and names the others under the table) and ``DIR/figures/*.png``:
 
 - ``accuracy_vs_alpha.png``: test accuracy of the validation-selected model against alpha, one line
   per pipeline with error bars over seeds, beside the final train accuracy (interpolation line: the threshold);
@@ -53,6 +55,8 @@ from initmem.theory.criterion import FORGETTING
 FIGURE_DPI = 120
 #: Where ``write_report`` writes the report of run folders when no ``out`` is given (working folder).
 RUNS_REPORT_DIR = "initmem-report"
+#: The folder beside report.md with each of its tables as CSV (every column).
+TABLES_DIR = "tables"
 
 
 def runs_status(runs: pd.DataFrame) -> SweepStatus:
@@ -109,6 +113,7 @@ def write_report(
         where = "Run folders " + ", ".join(f"`{p}`" for p in paths)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
+    tables = out / TABLES_DIR
     spread = spread_table(runs, n_boot=n_boot, confidence=confidence)
     accuracy = accuracy_table(runs)
     finished = runs[runs["status"].isin(FINISHED)]
@@ -139,12 +144,12 @@ def write_report(
     if spread.empty or not spread["n_runs"].any():
         lines += ["No finished runs yet.", ""]
     else:
-        lines += [_markdown_table(_spread_display(spread, confidence)), ""]
+        lines += [_report_table(_spread_display(spread, confidence), tables / "memory.csv"), ""]
         lines += [f"- {sentence}" for sentence in missing_memory_sentences(runs)] + [""]
         lines += [*[f"{n.strip()}\n" for n in notes]]
         lines += [_figure(figures / "spread.png", plot_spread(spread, figures / "spread.png"))]
         lines += ["", "## Test accuracy against alpha", ""]
-        lines += [_markdown_table(_accuracy_display(accuracy)), ""]
+        lines += [_report_table(_accuracy_display(accuracy), tables / "accuracy.csv"), ""]
         thresholds = interpolation_thresholds(runs).tolist()
         plot_accuracy_vs_alpha(accuracy, figures / "accuracy_vs_alpha.png", thresholds)
         lines += [_figure(figures / "accuracy_vs_alpha.png", True), ""]
@@ -175,7 +180,8 @@ def write_report(
         path = figures / f"eff_lr_layers_{k}.png"
         if plot_effective_lr_layers(finished, layers, pipeline, path):
             lines += [_figure(path, True), ""]
-    lines += ["## Pipelines", "", _markdown_table(_pipeline_display(runs)), ""]
+    pipelines = _report_table(_pipeline_display(runs), tables / "pipelines.csv")
+    lines += ["## Pipelines", "", pipelines, ""]
     if status.failures:
         lines += ["## Failed runs", ""]
         lines += [f"- `{h}` ({v}): {e}" for h, v, e in status.failures]
@@ -232,6 +238,16 @@ def _markdown_table(frame: pd.DataFrame) -> str:
     return markdown.frame_table(frame)
 
 
+def _report_table(frame: pd.DataFrame, csv_path: Path) -> str:
+    """``frame`` as Markdown, at most ``markdown.MAX_COLUMNS`` columns with the others named under
+    it, and every column written to ``csv_path`` (relative to report.md in the note)."""
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(csv_path, index=False)
+    shown, hidden = markdown.readable(frame)
+    note = markdown.hidden_note(hidden, f"{TABLES_DIR}/{csv_path.name}")
+    return _markdown_table(shown) + (f"\n\n{note}" if note else "")
+
+
 def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
     rows = []
     for _, r in spread.iterrows():
@@ -249,7 +265,6 @@ def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
                 f"{100 * confidence:.0f}% CI (pp)": ci,
                 "null (pp)": _fmt(r.get("null_mean_pp")),
                 "p": _fmt(r.get("p_value"), 3),
-                "seed std (pp)": _fmt(r.get("seed_std_pp")),
                 "best / worst alpha": f"{_alpha(r.get('best_alpha'))} / {_alpha(r.get('worst_alpha'))}",
                 "interpolated": _fmt(r.get("interpolated")),
                 "min train acc (%)": _fmt(r.get("min_train_acc_pct")),
@@ -258,6 +273,7 @@ def _spread_display(spread: pd.DataFrame, confidence: float) -> pd.DataFrame:
                 "runs": f"{r['n_runs']}"
                 + (f" ({r['n_diverged']} diverged)" if r["n_diverged"] else "")
                 + (f", {r['n_unfinished']} unfinished" if r["n_unfinished"] else ""),
+                "seed std (pp)": _fmt(r.get("seed_std_pp")),
             }
         )
     return pd.DataFrame(rows)

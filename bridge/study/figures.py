@@ -35,17 +35,59 @@ def _colors(n: int):
     return [palette[i % len(palette)] for i in range(n)]
 
 
-def plot_units(study, path: Path) -> bool:
-    """Rows: memories; columns: units. The deciding pair first (epochs, accumulated)."""
-    # deferred: matplotlib loads only to draw
-    from matplotlib.ticker import NullFormatter
+#: The x label of each unit's panel: what it counts, with its unit (the sums are dimensionless).
+UNIT_AXIS_LABELS = {
+    "epochs": "epochs",
+    "steps": "optimizer steps",
+    "explicit": "explicit: Σ lr·(l2 + wd) (dimensionless)",
+    "sgd_noise": "sgd_noise: Σ lr²/B (dimensionless)",
+    "adam": "adam: Σ lr²·d/|w₀|² (dimensionless)",
+    "accumulated": "accumulated regularization (dimensionless)",
+}
+#: The y label of each memory's row, with its unit.
+MEMORY_AXIS_LABELS = {"norm": "norm memory (dimensionless)", "spread": "spread (pp)"}
 
+
+def readable_axis(ax, values, which: str = "x") -> None:
+    """Ticks on the ``which`` ("x" or "y") axis of ``ax`` that a reader can read over the
+    positive ``values``: at least 3 labelled ticks, written as plain numbers.
+
+    Under a decade the axis is linear (a log axis would show one tick); over it, log with ticks at
+    1, 2, 5 x 10^k (one to two decades), 1, 3 x 10^k (two to three) or every power of 10 (more): any
+    range of the data then holds at least 3 of them (the widest gap between 3 consecutive ticks is
+    a factor 5, 10 and 100 respectively).
+    """
+    # deferred: matplotlib loads only to draw
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.size == 0:
+        return
+    decades = np.log10(values.max() / values.min())
+    if decades < 1:
+        axis.set_major_locator(MaxNLocator(nbins=4, min_n_ticks=3))
+        return
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    subs = (1.0, 2.0, 5.0) if decades < 2 else (1.0, 3.0) if decades < 3 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def units_figure(study):
+    """The collapse figure (a :class:`matplotlib.figure.Figure`, or None without unit points).
+
+    Rows: memories (one y axis per row, shared); columns: units, the deciding pair first (epochs,
+    accumulated); each panel's x axis through :func:`readable_axis`, labelled with its unit.
+    """
     from initmem.bridge.plots import plot_memory_lines
     from initmem.theory.units import UNITS
 
     points = study.bridge.unit_points
     if points.empty:
-        return False
+        return None
     memories = [m for m in ("norm", "spread") if (points["memory"] == m).any()]
     order = ["epochs", "accumulated"] + [u for u in UNITS if u not in ("epochs", "accumulated")]
     units = [u for u in order if u in points.columns and points[u].notna().any()]
@@ -54,25 +96,34 @@ def plot_units(study, path: Path) -> bool:
     table = (
         study.bridge.units.set_index(["memory", "unit"]) if not study.bridge.units.empty else None
     )
-    fig = _figure(2.6 * len(units), 2.4 * len(memories) + 0.6)
-    axes = fig.subplots(len(memories), len(units), squeeze=False)
+    fig = _figure(2.8 * len(units), 2.6 * len(memories) + 0.8)
+    axes = fig.subplots(len(memories), len(units), squeeze=False, sharey="row")
     for row, memory in enumerate(memories):
         part = points[points["memory"] == memory]
         for col, unit in enumerate(units):
             ax = axes[row, col]
             data = part[part[unit] > 0]  # log axis: the init (u = 0) is left out
             plot_memory_lines(ax, data, unit, colors, labels, ms=2, lw=1)
-            ax.set_xscale("log")
-            ax.xaxis.set_minor_formatter(NullFormatter())
+            readable_axis(ax, data[unit])
             score = np.nan
             if table is not None and (memory, unit) in table.index:
                 score = table.loc[(memory, unit), "r2_cv"]
             ax.set_title(f"{unit} (loo R² {score:.2f})", fontsize=8)
+            ax.set_xlabel(UNIT_AXIS_LABELS.get(unit, unit), fontsize=7)
             ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
             if col == 0:
-                ax.set_ylabel("norm memory" if memory == "norm" else "spread (pp)", fontsize=8)
+                ax.set_ylabel(MEMORY_AXIS_LABELS[memory], fontsize=8)
     handles, names = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncol=6, fontsize=6)
+    return fig
+
+
+def plot_units(study, path: Path) -> bool:
+    """Save :func:`units_figure` to ``path``; False (nothing written) without unit points."""
+    fig = units_figure(study)
+    if fig is None:
+        return False
     fig.savefig(path, dpi=DPI)
     return True
 
@@ -192,4 +243,14 @@ def save_study_figures(study, folder: Path) -> dict[str, Path]:
     return out
 
 
-__all__ = ["DPI", "plot_groups", "plot_predicted", "plot_units", "save_study_figures"]
+__all__ = [
+    "DPI",
+    "MEMORY_AXIS_LABELS",
+    "UNIT_AXIS_LABELS",
+    "plot_groups",
+    "plot_predicted",
+    "plot_units",
+    "readable_axis",
+    "save_study_figures",
+    "units_figure",
+]

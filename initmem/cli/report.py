@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out",
         metavar="OUT",
         default=None,
-        help="write report.md and figures/ here (default: DIR for one sweep folder, which is only read "
+        help="write report.md, figures/ and tables/ here (default: DIR for one sweep folder, which is only read "
         "otherwise; ./initmem-report for run folders)",
     )
     parser.set_defaults(func=run)

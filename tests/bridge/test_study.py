@@ -212,3 +212,53 @@ def test_function_sentences_count_spreads_and_name_a_level_without_a_function():
     text = " ".join(function_sentences(frame))
     assert "2 reach the smallest p-value their seeds allow" in text
     assert "1/16 for 5 seeds): b, c (smallest attainable p 0.5)." in text
+
+
+def _visible_tick_labels(axis) -> list[str]:
+    """The labels of ``axis``'s major ticks inside its view (what a reader of the PNG sees)."""
+    low, high = sorted(axis.get_view_interval())
+    locs = [x for x in axis.get_majorticklocs() if low <= x <= high]
+    return [t for t in axis.get_major_formatter().format_ticks(locs) if t.strip()]
+
+
+@pytest.mark.parametrize("low, ratio", [(3.0, 1.3), (6.0, 9.5), (0.055, 10.5), (1.5, 99.0)])
+@pytest.mark.parametrize("extra_decades", [0, 2, 5])
+def test_readable_axis_labels_three_ticks_over_any_range(low, ratio, extra_decades):
+    from matplotlib.figure import Figure
+
+    from initmem.bridge.study.figures import readable_axis
+
+    values = np.geomspace(low, low * ratio * 10.0**extra_decades, 7)
+    ax = Figure().subplots()
+    ax.plot(values, values)
+    readable_axis(ax, values)
+    readable_axis(ax, values, which="y")
+    # under a decade a log axis would show at most one power of 10: the axis is linear there
+    expected = "log" if values.max() / values.min() >= 10 else "linear"
+    assert (ax.get_xscale(), ax.get_yscale()) == (expected, expected)
+    for axis in (ax.xaxis, ax.yaxis):
+        assert len(_visible_tick_labels(axis)) >= 3, axis.get_majorticklocs()
+
+
+def test_collapse_panels_have_readable_axes(synthetic_sweep, pyplot_forbidden):
+    import matplotlib
+
+    from initmem.bridge.study import unit_study
+    from initmem.bridge.study.figures import MEMORY_AXIS_LABELS, UNIT_AXIS_LABELS, units_figure
+
+    study = unit_study(synthetic_sweep, n_boot=0)
+    fig = units_figure(study)
+    fig.draw_without_rendering()
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    points = study.bridge.unit_points
+    units = [u for u in UNIT_AXIS_LABELS if u in points and points[u].notna().any()]
+    assert len(panels) == points["memory"].nunique() * len(units) > 1
+    for ax in panels:
+        assert len(_visible_tick_labels(ax.xaxis)) >= 3, ax.get_title()
+        assert len(_visible_tick_labels(ax.yaxis)) >= 3, ax.get_title()
+        assert ax.get_xlabel() in UNIT_AXIS_LABELS.values()
+    # one y axis per memory row, labelled with its unit in the first column
+    ylabels = [ax.get_ylabel() for ax in panels if ax.get_ylabel()]
+    assert sorted(ylabels) == sorted(MEMORY_AXIS_LABELS[m] for m in points["memory"].unique())
+    assert matplotlib.get_backend() == "svg"
+    assert pyplot_forbidden.get_fignums() == []

@@ -185,3 +185,45 @@ def test_report_of_run_folders(tmp_path, capsys):
     assert len(finite) >= 1
     for value in finite["spread_pp"]:
         assert f"{value:.1f}" in printed
+
+
+def table_headers(text: str) -> list[list[str]]:
+    """The header cells of every pipe table of ``text`` (a line after which comes ``|---``)."""
+    lines = text.splitlines()
+    return [
+        [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        for line, below in zip(lines, lines[1:], strict=False)
+        if line.startswith("|") and below.startswith("|---")
+    ]
+
+
+def test_report_tables_show_at_most_max_columns_and_the_csv_keeps_the_rest(report):
+    import pandas as pd
+
+    from initmem.empirical.markdown import MAX_COLUMNS
+    from initmem.empirical.tables import INTERPOLATION_THRESHOLD
+
+    text = report.read_text()
+    headers = table_headers(text)
+    assert len(headers) >= 3 and all(len(h) <= MAX_COLUMNS for h in headers)
+    # every table's CSV holds every column; the memory table has more than Markdown shows
+    for name in ("memory", "accuracy", "pipelines"):
+        assert (report.parent / "tables" / f"{name}.csv").is_file()
+    memory = pd.read_csv(report.parent / "tables" / "memory.csv", dtype=str, keep_default_na=False)
+    assert len(memory.columns) > MAX_COLUMNS
+    shown = next(h for h in headers if h[:2] == ["pipeline", "seeds used"])
+    assert shown == list(memory.columns[:MAX_COLUMNS])
+    hidden = list(memory.columns[MAX_COLUMNS:])
+    columns = "column" if len(hidden) == 1 else "columns"
+    assert f"_{len(hidden)} more {columns} in tables/memory.csv: {', '.join(hidden)}._" in text
+    # the column left to the CSV holds its number: sample std over the seeds used, mean over alphas
+    runs = load_sweep(report.parent)
+    for _, row in memory.iterrows():
+        mine = runs[runs["label"] == row["pipeline"]]
+        fits = mine.groupby("seed")["final_train_acc"].min() >= INTERPOLATION_THRESHOLD
+        used = mine[mine["seed"].isin(fits.index[fits])]
+        if used["seed"].nunique() < 2:
+            assert row["seed std (pp)"] == "–"
+            continue
+        acc = used.pivot_table(index="seed", columns="alpha", values="test_acc") * 100
+        assert float(row["seed std (pp)"]) == pytest.approx(acc.std(ddof=1).mean(), abs=0.05)
