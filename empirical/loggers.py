@@ -62,12 +62,14 @@ class EventLog:
         self.update()
 
     def written_step(self) -> int:
-        """The last step written (-1: none; an event file without the record, which an earlier
-        version wrote once the run had finished, holds every step)."""
+        """The last step written (-1: none, or no event file left; an event file without the record,
+        which an earlier version wrote once the run had finished, holds every step)."""
+        written = bool(event_files(self.dir.parent))
         try:
-            return int((self.dir / WRITTEN_STEP).read_text())
+            step = int((self.dir / WRITTEN_STEP).read_text())
         except (OSError, ValueError):
-            return sys.maxsize if event_files(self.dir.parent) else -1
+            return sys.maxsize if written else -1
+        return step if written else -1  # the event files were deleted: write them again
 
     def update(self) -> int:
         """Write the records after :meth:`written_step`; return how many."""

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from initmem.cli import main
-from tests.bridge.synthetic import known_pipelines, write_synthetic_sweep
+from initmem.empirical.curves import SCALE_INVARIANT_MEAN
+from tests.bridge.synthetic import STEPS_PER_EPOCH, known_pipelines, write_synthetic_sweep
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +26,22 @@ def test_bridge_writes_fit_and_units(sweep, tmp_path, capsys):
     assert "norm-memory forgetting time" in printed and "unit of forgetting" in printed
     fits = pd.read_csv(out / "fit.csv")
     assert {"relation", "slope", "intercept", "r2"} <= set(fits.columns)
-    # 3 pipelines with norm times 4 / (lr wd): the norm ~ accumulated fit has slope near 1
+    # 3 pipelines with norm times tau = 4 / (lr wd) steps, logged every STEPS_PER_EPOCH steps: the
+    # one decision (the first evaluation at or below 1/e) finds each within one evaluation of tau
+    # (seed noise at the threshold decides which side), and its interval holds tau
+    times = pd.read_csv(out / "norm_times.csv")
+    times = times[times["layer"] == SCALE_INVARIANT_MEAN].merge(
+        pd.read_csv(out / "pipelines.csv")[["pipeline", "lr", "weight_decay"]], on="pipeline"
+    )
+    tau = 4.0 / (times["lr"] * times["weight_decay"])
+    assert len(times) == 3 and (times["state"] == "forgotten").all()
+    assert (abs(times["tau_steps"] - tau) <= STEPS_PER_EPOCH + 1e-9).all()
+    assert ((times["tau_lo_steps"] <= tau + 1e-9) & (tau - 1e-9 <= times["tau_hi_steps"])).all()
+    # so the norm ~ accumulated fit has slope 1 within the grid's error: ln-error at most
+    # ln(1 + 40 / 200) per time, over the ln 2 that the predicted times span
     row = fits[(fits["measured"] == "norm") & (fits["predicted"] == "accumulated")].iloc[-1]
-    assert row["slope"] == pytest.approx(1.0, abs=0.15)
+    grid_error = 2 * np.log(1 + STEPS_PER_EPOCH / tau.min()) / np.log(tau.max() / tau.min())
+    assert row["slope"] == pytest.approx(1.0, abs=grid_error)
     units = pd.read_csv(out / "units.csv")
     assert {"unit", "r2", "memory"} <= set(units.columns)
     assert {"epochs", "steps", "explicit", "sgd_noise", "accumulated"} <= set(units["unit"])
