@@ -7,13 +7,14 @@ each parameter group of its model (``scale_invariant``, ``head``, ``other``; the
 
 - the group's size (``parameters``) and the mechanism the theory names for it (P1 normalized-weight
   laws, P2 the lazy (NTK) memory term, P3 the logit-scale laws; :func:`~.preregister.predict_groups`);
-- the predicted forgetting step ``predicted_step`` (the e-fold time of the memory, optimizer steps;
-  ``inf``: never) and the predicted memory at the end of the run ``predicted_memory_end =
-  exp(-T / predicted_step)``, T the run's steps: the e-fold time read as an exponential decay
-  (derived here; the criterion of :mod:`initmem.theory.criterion`: forgotten when the memory is at
-  most 1/e). ``prediction_source`` says where the numbers come from: P1's G (the squared gradient
-  per unit of weight norm) is the default init's expected d/|w_0|^2 from the model's fan-ins, before
-  any training (:func:`initmem.theory.forgetting.predict_forgetting`);
+- the predicted forgetting step ``predicted_step`` (the first step at which the law's memory is at
+  most 1/e, the one decision of :mod:`initmem.theory.criterion`, optimizer steps; ``inf``: not within
+  the run) and the law's own memory at the end of the run ``predicted_memory_end`` (P1: the
+  normalized-weight laws per layer, layer mean, with G probed at both alphas before training,
+  :mod:`initmem.bridge.probe`; P2: ``prod_t (1 - kappa_t)^L`` over the schedule, (L1) of
+  :mod:`initmem.theory.ntk`; P3 gives a time only, so its memory at the end is blank).
+  ``prediction_source`` says where the numbers come from, P1's gradient scale by the ``g_source``
+  the prediction records;
 - the measured norm memory (M4 of :mod:`initmem.empirical.memory`) of the group's scaled weights:
   ``measured_memory_end``, at the last evaluation (mean over the group's layers, then over seeds),
   and ``measured_step``, the first logged step where the seed-mean memory is at most 1/e (NaN: not
@@ -87,11 +88,10 @@ def group_table(
         head = set(parameter_groups(default_model(config))["head"])
         measured = _measured(norm[norm["pipeline"] == pipeline] if len(norm) else norm, head)
         for _, row in predicted.iterrows():
-            steps = float(row["steps"])
-            total = float(config.total_steps)
-            memory_end = math.exp(-total / steps) if steps > 0 else math.nan
+            steps, total = float(row["steps"]), float(config.total_steps)
+            memory_end = float(row["memory_end"])  # the law's own memory at the run's end
             seen = measured.get(row["group"], (math.nan, math.nan))
-            agreement, reason = _agreement(memory_end, seen[0])
+            agreement, reason = _agreement(memory_end, steps, total, seen[0])
             rows.append(
                 {
                     "pipeline": pipeline,
@@ -102,7 +102,7 @@ def group_table(
                     "total_steps": total,
                     "predicted_memory_end": memory_end,
                     "predicted_step": steps,
-                    "prediction_source": _source(row["group"]),
+                    "prediction_source": _source(row["group"], str(row["g_source"])),
                     "law": str(row["law"]),
                     "measured_memory_end": seen[0],
                     "measured_step": seen[1],
@@ -150,38 +150,52 @@ def _measured(norm: pd.DataFrame, head: set[str]) -> dict[str, tuple[float, floa
     return out
 
 
-def _source(group: str) -> str:
+def _source(group: str, g_source: str) -> str:
+    """Where a group's prediction comes from: P1's gradient scale as the prediction names it."""
     if group == "scale_invariant":
-        return "before training: G from the default init's fan-ins (d/|w0|^2 expected)"
+        return f"before training: the normalized-weight laws with G from {g_source}"
     if group == "head":
         return "before training: the logit-scale law of the config"
-    return "before training: the config's decay (1/(lr (l2/(1-mu) + wd)))"
+    return "before training: the config's decay over its schedule, depth measured on the model (L1)"
 
 
-def _agreement(predicted: float, measured: float) -> tuple[str, str]:
-    if not np.isfinite(predicted):
+def _agreement(
+    predicted_memory: float, predicted_step: float, total_steps: float, measured: float
+) -> tuple[str, str]:
+    """Whether the prediction (forgotten within the run: the law's memory at the end at most 1/e,
+    or, for a law that gives a time only, its step within the run) and the measurement say the
+    same."""
+    level = memory.FORGOTTEN_LEVEL
+    if np.isfinite(predicted_memory):
+        forgets = predicted_memory <= level
+    elif not np.isnan(predicted_step):
+        forgets = predicted_step <= total_steps
+    else:
         return "cannot tell", "the theory has no closed form for this group"
     if not np.isfinite(measured):
         return "cannot tell", "no scaled weight of this group in the layer logs"
-    level = memory.FORGOTTEN_LEVEL
-    if (predicted <= level) == (measured <= level):
+    if forgets == (measured <= level):
         return "agrees", "both forgotten" if measured <= level else "both kept"
-    return "disagrees", "forgotten as predicted" if predicted <= level else "kept, not predicted"
+    return "disagrees", "forgotten as predicted" if forgets else "kept, not predicted"
 
 
 def group_sentences(table: pd.DataFrame) -> list[str]:
     """One sentence per row with both numbers: what the law predicted at the end, what was measured."""
     sentences = []
     for _, row in table.iterrows():
-        if not (
-            np.isfinite(row["predicted_memory_end"]) and np.isfinite(row["measured_memory_end"])
-        ):
+        if row["agreement"] not in ("agrees", "disagrees"):
             continue
         verb = {"agrees": "agreeing", "disagrees": "disagreeing"}[row["agreement"]]
+        if np.isfinite(row["predicted_memory_end"]):
+            said = f"memory {row['predicted_memory_end']:.2g} at the end of the run"
+        elif np.isfinite(row["predicted_step"]):  # a law that gives a time only (P3)
+            said = f"forgetting at step {row['predicted_step']:.0f}"
+        else:
+            said = "no forgetting within the run"
         sentences.append(
             f"{row['label']}, {GROUP_NAMES.get(row['group'], row['group'])}: the law predicted "
-            f"memory {row['predicted_memory_end']:.2g} at the end of the run "
-            f"(step {row['total_steps']:.0f}); {row['measured_memory_end']:.2f} was measured, "
+            f"{said} (the run ends at step {row['total_steps']:.0f}); "
+            f"{row['measured_memory_end']:.2f} was measured at the end, "
             f"{verb} on whether alpha is forgotten (memory <= 1/e)."
         )
     return sentences

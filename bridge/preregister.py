@@ -167,11 +167,13 @@ def lazy_degree(model, names: list[str], x) -> float:
     return homogeneity_degree(*init_outputs(_probe_model(model, names), x))
 
 
-def _lazy_row_law(config: RunConfig, depth: float) -> tuple[float, str]:
-    """(P2)'s time in steps and its law text for the effective degree ``depth``: NaN when the
-    degree is not positive (no decay of the init's part to follow) or no closed form exists."""
+def _lazy_row_law(config: RunConfig, depth: float) -> tuple[float, float, str]:
+    """(P2)'s time in steps, its memory at the run's end (``memory_left`` of (L1)) and its law text
+    for the effective degree ``depth``: NaN when the degree is not positive (no decay of the init's
+    part to follow) or no closed form exists."""
     if not depth > 0:
-        return math.nan, f"no prediction: the effective degree of these parameters is {depth:.4g}"
+        reason = f"no prediction: the effective degree of these parameters is {depth:.4g}"
+        return math.nan, math.nan, reason
     lazy = lazy_decay(config, depth)
     if lazy.never:
         said = "never: no decay acts"
@@ -185,7 +187,7 @@ def _lazy_row_law(config: RunConfig, depth: float) -> tuple[float, str]:
         f"m(x) = f0(x) - K_xX K^-1 f0(X) kept by gradient flow; decay over the {config.schedule} "
         f"schedule with depth {depth:.4g} (homogeneity_degree): {lazy.formula}; {said}"
     )
-    return lazy.steps, law
+    return lazy.steps, lazy.memory_left, law
 
 
 def predict_groups(
@@ -283,8 +285,8 @@ def predict_groups(
         depth = lazy_degree(model, other, x_test)
         if memory_cache is not None:
             memory_cache[key] = (memory, depth)
-    steps, law = _lazy_row_law(config, depth)
-    table.append(row("other", other, "lazy (NTK) memory term (P2)", steps, law, memory))
+    steps, end, law = _lazy_row_law(config, depth)
+    table.append(row("other", other, "lazy (NTK) memory term (P2)", steps, law, memory, end))
     return GroupPredictions(alpha, config.hash, pd.DataFrame(table))
 
 

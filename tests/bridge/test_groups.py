@@ -55,8 +55,9 @@ def test_group_table_joins_the_predictions_and_the_measured_memories(run_dirs):
     for group, row in table.iterrows():
         steps = predicted.loc[group, "steps"]
         assert row["predicted_step"] == pytest.approx(steps, rel=1e-12)
+        # the law's own memory at the end (P1, P2); P3 gives a time only
         assert row["predicted_memory_end"] == pytest.approx(
-            math.exp(-config.total_steps / steps), rel=1e-12
+            predicted.loc[group, "memory_end"], rel=1e-12, nan_ok=True
         )
         assert row["parameters"] == predicted.loc[group, "parameters"]
     # the scale-invariant group's measured memory is M4 as the report computes it
@@ -66,10 +67,15 @@ def test_group_table_joins_the_predictions_and_the_measured_memories(run_dirs):
     assert table.loc["scale_invariant", "measured_memory_end"] == pytest.approx(
         m4["memory_end"].item(), rel=1e-9
     )
+    assert np.isnan(table.loc["head", "predicted_memory_end"])
+    assert np.isfinite(table.loc[["scale_invariant", "other"], "predicted_memory_end"]).all()
     for group, row in table.iterrows():  # agreement: both sides on the same side of 1/e
-        same = (row["predicted_memory_end"] <= 1 / math.e) == (
-            row["measured_memory_end"] <= 1 / math.e
+        forgets = (
+            row["predicted_memory_end"] <= 1 / math.e
+            if np.isfinite(row["predicted_memory_end"])
+            else row["predicted_step"] <= config.total_steps
         )
+        same = forgets == (row["measured_memory_end"] <= 1 / math.e)
         assert row["agreement"] == ("agrees" if same else "disagrees"), group
     sentences = group_sentences(table.reset_index())
     assert len(sentences) == 3
@@ -93,7 +99,7 @@ def test_report_and_bridge_of_run_folders_hold_the_group_table(run_dirs, tmp_pat
     assert "P1: normalized-weight laws" in text  # the legend spells the codes out
     saved = pd.read_csv(out / "groups.csv")
     assert list(saved["group"]) == ["scale_invariant", "head", "other"]
-    assert np.isfinite(saved["predicted_memory_end"]).all()
+    assert np.isfinite(saved["predicted_memory_end"]).sum() == 2  # P3 (the head) gives a time only
     bridge = tmp_path / "bridge"
     argv = ["bridge", *run_dirs, "--out", str(bridge), "--n-boot", "0", "--no-figures"]
     assert main(argv) == 0
