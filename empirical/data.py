@@ -377,7 +377,7 @@ def _damaged_torchvision_files(cls, folders: list[Path]) -> list[tuple[Path, str
     product of the sizes x item bytes), or a file that ``cls`` lists with an MD5 (``train_list`` /
     ``test_list`` under ``base_folder``, as CIFAR's) whose MD5 differs. Read only after torchvision
     failed, to tell a damaged copy from a missing one."""
-    from torchvision.datasets.utils import check_integrity
+    from torchvision.datasets.utils import check_integrity  # torchvision: only once it failed
 
     damaged = []
     for path in sorted({p for f in folders if f.is_dir() for p in f.glob("*-idx*")}):

@@ -82,6 +82,7 @@ def units_figure(study):
     Rows: memories (one y axis per row, shared); columns: units, the deciding pair first (epochs,
     accumulated); each panel's x axis through :func:`readable_axis`, labelled with its unit.
     """
+    # matplotlib (through the bridge's plots) only where a figure is drawn
     from initmem.bridge.plots import plot_memory_lines
     from initmem.theory.units import UNITS
 
