@@ -17,7 +17,8 @@ each parameter group of its model (``scale_invariant``, ``head``, ``other``; the
   the prediction records;
 - the measured norm memory (M4 of :mod:`initmem.empirical.memory`) of the group's scaled weights:
   ``measured_memory_end``, at the last evaluation (mean over the group's layers, then over seeds),
-  and ``measured_step``, the first logged step where the seed-mean memory is at most 1/e (NaN: not
+  and ``measured_step``, the first logged step forgotten by the one rule of
+  :mod:`initmem.theory.criterion` (seed-mean |memory| at most 1/e, not reversed; NaN: not
   within the run);
 - ``agreement``: ``agrees`` when the prediction (forgotten within the run or not) and the
   measurement (memory at the end at most 1/e or not) say the same, ``disagrees`` otherwise,
@@ -35,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from initmem.bridge.measure import decide_seeds
 from initmem.empirical import curves, markdown, memory, tables
 from initmem.empirical.config import RunConfig
 
@@ -131,7 +133,8 @@ def _plain(value):
 
 
 def _measured(norm: pd.DataFrame, head: set[str]) -> dict[str, tuple[float, float]]:
-    """Per group: (norm memory at the last evaluation, first step at most 1/e) of its scaled layers."""
+    """Per group: (norm memory at the last evaluation, first step forgotten by the one rule,
+    :func:`~initmem.bridge.measure.decide_seeds`; NaN: not within the run) of its scaled layers."""
     if norm.empty:
         return {}
     layers = norm[norm["layer"] != curves.SCALE_INVARIANT_MEAN].copy()
@@ -143,10 +146,12 @@ def _measured(norm: pd.DataFrame, head: set[str]) -> dict[str, tuple[float, floa
     out = {}
     for name, part in layers.groupby("group"):
         per_seed = part.groupby(["seed", "step"])["memory"].mean().reset_index()
-        by_step = per_seed.groupby("step")["memory"].mean().sort_index()
         last = per_seed[per_seed["step"] == per_seed["step"].max()]["memory"].mean()
-        below = by_step[by_step <= memory.FORGOTTEN_LEVEL]
-        out[name] = (float(last), float(below.index[0]) if len(below) else math.nan)
+        table = per_seed.pivot_table(index="seed", columns="step", values="memory", dropna=False)
+        steps = table.columns.to_numpy(dtype=np.float64)
+        decision = decide_seeds(steps - steps.min(), table.to_numpy())  # the one rule
+        first = steps.min() + decision.step if np.isfinite(decision.step) else math.nan
+        out[name] = (float(last), float(first))
     return out
 
 
