@@ -82,11 +82,14 @@ def group_table(
         norm = curves.norm_memory_curves(done, layers)
     except curves.MemoryDataError:
         norm = pd.DataFrame()
-    cache: dict = {}
+    cache: dict = {}  # the NTK per model, draw and data; the G probes per model, data and batch
+    probes: dict = {}
     rows = []
     for pipeline, group in done.groupby("pipeline", sort=False):
         config = _config(group.iloc[0])
-        predicted = predict_groups(config, probe_size=probe_size, memory_cache=cache).table
+        predicted = predict_groups(
+            config, probe_size=probe_size, memory_cache=cache, probe_cache=probes
+        ).table
         head = set(parameter_groups(default_model(config))["head"])
         measured = _measured(norm[norm["pipeline"] == pipeline] if len(norm) else norm, head)
         for _, row in predicted.iterrows():

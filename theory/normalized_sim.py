@@ -1,13 +1,10 @@
 """Simulators for scale-invariant (BatchNorm-like) weights, in numpy float64.
 
-Two tools back :mod:`initmem.theory.normalized`:
-
-* :class:`ScaleInvariantLoss` and :func:`simulate_norms`: a synthetic loss ``L(w) = f(w / |w|)`` with
-  analytic gradients and fresh "minibatch" noise every step, trained by numpy copies of torch's SGD
-  (heavy ball, Nesterov), Adam, AdamW and RMSprop. Several init scales ``alpha`` run side by side on
-  the same noise (common random numbers), so the log-ratio of their norms is measured directly.
-* :func:`mean_field_norm_sq`: the deterministic per-step recursion of the expected squared norm, for
-  the cases without a closed form (Adam or RMSprop with coupled L2).
+What backs :mod:`initmem.theory.normalized`: :class:`ScaleInvariantLoss` and
+:func:`simulate_norms`, a synthetic loss ``L(w) = f(w / |w|)`` with analytic gradients and fresh
+"minibatch" noise every step, trained by numpy copies of torch's SGD (heavy ball, Nesterov), Adam,
+AdamW and RMSprop. Several init scales ``alpha`` run side by side on the same noise (common random
+numbers), so the log-ratio of their norms is measured directly.
 
 Conventions (as in ``docs/run-format.md`` and ``initmem.empirical.optim``): ``l2`` is coupled (added
 to the gradient, torch's ``weight_decay`` of SGD/Adam/RMSprop); ``weight_decay`` is decoupled,

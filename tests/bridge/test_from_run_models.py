@@ -18,6 +18,7 @@ def _train(tmp_path, name: str, alpha: float, **fields) -> str:
             f"""
             train_size = 48
             val_size = 16
+            test_size = 64
             batch_size = 8
             epochs = 2
             lr = 0.05

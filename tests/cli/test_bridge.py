@@ -49,7 +49,7 @@ def test_bridge_writes_fit_and_units(sweep, tmp_path, capsys):
 
 
 def test_default_out_is_inside_the_sweep(sweep, capsys):
-    assert main(["bridge", str(sweep), "--n-boot", "0", "--no-figures"]) == 0
+    assert main(["bridge", str(sweep), "--n-boot", "0", "--no-figures", "--no-groups"]) == 0
     assert (sweep / "bridge" / "units.csv").is_file()
     assert not list((sweep / "bridge").glob("*.png"))
 
@@ -93,8 +93,16 @@ def test_bridge_of_run_folders_fits_as_of_their_sweep(sweep, tmp_path, capsys):
         shutil.copytree(run_dir, moved / run_dir.name)
     folders = [str(p) for p in sorted(moved.iterdir())]
     out = tmp_path / "from_runs"
-    assert main(["bridge", *folders, "--out", str(out), "--n-boot", "0", "--no-figures"]) == 0
-    assert main(["bridge", str(sweep), "--out", str(tmp_path / "b"), "--n-boot", "0"]) == 0
+    assert (
+        main(
+            ["bridge", *folders, "--out", str(out), "--n-boot", "0", "--no-figures", "--no-groups"]
+        )
+        == 0
+    )
+    assert (
+        main(["bridge", str(sweep), "--out", str(tmp_path / "b"), "--n-boot", "0", "--no-groups"])
+        == 0
+    )
     capsys.readouterr()
     key = ["measured", "predicted", "relation"]
     fits = [pd.read_csv(d / "fit.csv").sort_values(key) for d in (out, tmp_path / "b")]

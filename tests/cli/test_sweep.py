@@ -105,13 +105,13 @@ def test_report_command_writes_report_and_prints_spread(tmp_path, capsys):
     from tests.empirical.test_memory import make_sweep
 
     sweep = make_sweep(tmp_path / "sweep", train={})  # every run interpolates: both seeds used
-    assert main(["report", str(sweep), "--n-boot", "100"]) == 0
+    assert main(["report", str(sweep), "--n-boot", "100", "--no-groups"]) == 0
     printed = capsys.readouterr().out
     assert f"report: {sweep / 'report.md'}" in printed
     sgd = next(line for line in printed.splitlines() if line.startswith("sgd "))
     assert sgd.split()[1] == "17.0"
     make_sweep(tmp_path / "one_fails")  # seed 1 of sgd does not interpolate at alpha 2 (M1)
-    assert main(["report", str(tmp_path / "one_fails"), "--n-boot", "10"]) == 0
+    assert main(["report", str(tmp_path / "one_fails"), "--n-boot", "10", "--no-groups"]) == 0
     sgd = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("sgd "))
     assert "(1 seed(s) interpolate at every alpha)" in sgd
     assert (sweep / "figures" / "spread.png").is_file()

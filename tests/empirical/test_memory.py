@@ -40,6 +40,7 @@ SPEC = """
 name = "synthetic"
 [base]
 dataset = "cifar10-fixture"
+width = 0.125  # the per-group predictions build this model and its NTK: small keeps them cheap
 batch_size = 4
 epochs = 4
 [grid]
