@@ -34,7 +34,7 @@ DATASETS = ("cifar10", "fashion-mnist", "cifar10-fixture", "synthetic")
 MODELS = ("resnet9", "resnet18", "vit-tiny", "mlp-mixer", "nf-resnet", "mlp", "mlp-ln")
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 SCHEDULES = ("constant", "step", "cosine")
-ALPHA_GROUPS = ("all", "conv", "scale_invariant", "norm", "bn", "head")
+ALPHA_GROUPS = ("all", "conv", "scale_invariant", "residual_stream", "norm", "bn", "head")
 DEVICES = ("auto", "cpu", "cuda")
 #: Training losses: softmax cross-entropy on the labels, or the squared error of the logits against
 #: one-hot targets (mean over classes and images: the lazy / NTK setting of ``theory/ntk.py``).
