@@ -3,12 +3,17 @@ scale-invariant, found from the module graph and checked here numerically, indep
 library's own check."""
 
 import copy
+import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from initmem.empirical.config import RESIDUAL_STREAM_LAYER as JOINT_LAYER
 from initmem.empirical.config import ConfigError, RunConfig
+from initmem.empirical.curves import norm_memory_curves
 from initmem.empirical.models import (
     JOINT,
     MODEL_BUILDERS,
@@ -18,6 +23,8 @@ from initmem.empirical.models import (
     residual_stream_check,
     residual_stream_parameters,
 )
+from initmem.empirical.tables import load_layers, load_runs
+from initmem.empirical.trainer import train
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -131,3 +138,42 @@ def test_residual_stream_is_an_alpha_group_scaling_exactly_its_members(tiny_conf
         build_model(tiny_config(model="mlp", alpha=2.0, alpha_groups=["residual_stream"]))
     with pytest.raises(ConfigError, match=r"alpha_groups must be one of \[.*'residual_stream'"):
         RunConfig(alpha_groups=["residual"]).validate()
+
+
+def test_a_tiny_run_logs_the_joint_norm_and_its_norm_memory_curve_reads(tiny_config, tmp_path):
+    """Two ViT runs (alpha 1 and 2 on the group), one step per epoch: the joint entry's norm is the
+    members' norms summed in square, its G the step's (sum |g|^2)(sum |w|^2) from the per-layer
+    logs, config.json records the check, and the norm memory curve starts at 1 with log 2."""
+    configs = [
+        tiny_config(
+            model="vit-tiny", alpha=alpha, alpha_groups=["residual_stream"], train_size=8,
+            batch_size=8, lr=0.01, precision="fp64",
+        )
+        for alpha in (1.0, 2.0)
+    ]  # fmt: skip
+    for config in configs:
+        train(config)
+    runs = load_runs([c.out_dir for c in configs])
+    layers = load_layers(runs)
+    record = json.loads((Path(configs[0].out_dir) / "config.json").read_text())["model"]
+    members = [n for n in record["residual_stream"] if n != JOINT]
+    assert record["residual_stream"][JOINT] < 1e-10 and len(members) == 19
+    one = layers[layers["hash"] == runs.loc[runs["alpha"] == 1.0, "hash"].item()]
+    joint = one[one["layer"] == JOINT_LAYER].set_index("epoch")
+    parts = one[one["layer"].isin(members)].groupby("epoch")
+    assert list(joint.index) == [0, 1, 2]
+    np.testing.assert_allclose(
+        joint["weight_norm"],
+        np.sqrt(parts["weight_norm"].apply(lambda w: (w**2).sum())),
+        rtol=1e-12,
+    )
+    norm_sq_before = parts["weight_norm"].apply(lambda w: (w**2).sum()).shift(1)
+    expected_g = parts["grad_sq_sum"].sum() * norm_sq_before  # one step per interval
+    np.testing.assert_allclose(joint["grad_sq_unit_sum"][1:], expected_g[1:], rtol=1e-9)
+    assert joint["grad_sq_unit_sum"][1] > 0 and not joint["scale_invariant"].any()
+    curves = norm_memory_curves(runs, layers)
+    curve = curves[curves["layer"] == JOINT_LAYER].set_index("epoch")
+    assert list(curve.index) == [0, 1, 2]
+    assert curve.loc[0, "memory"] == 1.0
+    np.testing.assert_allclose(curve.loc[0, "log_ratio"], np.log(2.0), rtol=1e-12)
+    assert np.isfinite(curve["memory"]).all()
