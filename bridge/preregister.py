@@ -11,8 +11,12 @@ that takes none). Groups, as
 :func:`initmem.empirical.models.parameter_groups` finds them in the model:
 
 - ``scale_invariant``: weights whose scale the train-mode function ignores;
+- ``residual_stream``: a pre-LN network's embedding and residual writers, whose scale the function
+  ignores jointly (:func:`initmem.empirical.models.residual_stream_parameters`);
 - ``head``: the final linear layer;
 - ``other``: every other parameter (weights without invariance, norm layers' affine parameters).
+
+The groups are disjoint and hold every parameter once.
 
 Derivation, one law per group (each one's source is the theory module it calls):
 
@@ -23,6 +27,11 @@ Derivation, one law per group (each one's source is the theory module it calls):
   ``g_source`` is a column of the table), the layers combined and decided by the one rule of
   :mod:`initmem.theory.criterion` (``steps``: the first step with the layer-mean norm memory at most
   1/e; ``memory_end``: that memory at the run's end). An empty group has a row saying so.
+- (P1) ``residual_stream``: the same laws on the group's **joint** norm (the concatenated vector is
+  scale-invariant, so ``<w, g> = 0`` for it and the identity behind each law holds for its
+  ``|w|^2``; derived here), one layer of all its tensors, with ``G = (sum_i |g_i|^2) (sum_i |w_i|^2)``
+  probed at both alphas the same way (:func:`~initmem.bridge.probe.law_forgetting` with ``group``
+  ``residual_stream``). An empty group (no normalized residual stream) has a row saying so.
 - (P2) ``other``, in the lazy (NTK) regime: the converged linearized predictor keeps the memory term
   ``m(x) = f0(x) - K_xX K^-1 f0(X)`` (Lee et al. 2019; :func:`initmem.theory.ntk.memory_term`) at any
   training length under gradient flow, so without decay the time is ``inf``; coupled L2 and decoupled
@@ -70,7 +79,7 @@ from initmem.empirical.plugins import PluginError
 from initmem.empirical.provenance import utc_now
 
 #: Parameter groups of the table, in order.
-PREDICTION_GROUPS = ("scale_invariant", "head", "other")
+PREDICTION_GROUPS = ("scale_invariant", "residual_stream", "head", "other")
 
 
 @dataclass(frozen=True)
@@ -220,7 +229,8 @@ def predict_groups(
     groups = parameter_groups(model)
     params = dict(model.named_parameters())
     invariant, head = groups["scale_invariant"], groups["head"]
-    other = [n for n in groups["all"] if n not in set(invariant) | set(head)]
+    stream = [n for n in groups["residual_stream"] if n not in set(invariant) | set(head)]
+    other = [n for n in groups["all"] if n not in set(invariant) | set(head) | set(stream)]
     fan_ins = sorted({math.prod(params[n].shape[1:]) for n in invariant}) or [1]
     report = predict_forgetting(pipeline_of(config), alpha, fan_ins=fan_ins)
     data = data if data is not None else load_splits(config)
@@ -265,6 +275,30 @@ def predict_groups(
                 "none: no weight is scale-invariant",
                 math.nan,
                 "no scale-invariant weight in this model",
+            )
+        )
+    if stream:
+        law = law_forgetting(config, [1.0, alpha], cache=probe_cache, group="residual_stream")
+        table.append(
+            row(
+                "residual_stream",
+                stream,
+                "normalized-weight laws on the joint norm (P1)",
+                float(law["forgetting_steps"]),
+                f"the {config.optimizer} law on the joint norm of the embedding and residual "
+                f"writers with G probed at alpha {alpha:g} and 1, {law['state']} (theory.criterion)",
+                end=float(law["memory_end"]),
+                g=str(law["g_source"]),
+            )
+        )
+    else:
+        table.append(
+            row(
+                "residual_stream",
+                [],
+                "none: no normalized residual stream",
+                math.nan,
+                "no pre-LN residual stream in this model",
             )
         )
     head_row = report.groups.set_index("group").loc["head_logit_scale"]
