@@ -92,3 +92,16 @@ def test_a_model_without_a_residual_stream_has_a_row_saying_so():
     assert law["state"] == "no normalized residual stream" and np.isnan(law["memory_end"])
     with pytest.raises(ValueError, match="group must be one of"):
         law_forgetting(c, [1.0, 2.0], group="stream")
+
+
+def test_the_vit_gets_every_row_with_adamw():
+    """The ViT's table (attention: its NTK and jvp run on the math kernel): four rows, the joint
+    row under the adaptive law with its g_source, the groups partitioning the parameters."""
+    c = config(optimizer="adamw", lr=1e-3, weight_decay=0.05, alpha=2.0)
+    table = predict_groups(c, probe_size=2).table.set_index("group")
+    model = default_model(c)
+    assert table["parameters"].sum() == sum(p.numel() for p in model.parameters())
+    row = table.loc["residual_stream"]
+    assert row["tensors"] == 19 and "joint norm of the residual_stream group" in row["g_source"]
+    assert 0 < row["memory_end"] <= 1.5 and "adamw law on the joint norm" in row["law"]
+    assert 0 < table.loc["other", "memory_fraction"] <= 1.5
