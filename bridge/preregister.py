@@ -80,6 +80,24 @@ from initmem.empirical.provenance import utc_now
 
 #: Parameter groups of the table, in order.
 PREDICTION_GROUPS = ("scale_invariant", "residual_stream", "head", "other")
+#: The (P1) rows' texts per group: mechanism, where the law acts, how layers combine, and the
+#: mechanism and law of an empty group.
+P1_TEXTS = {
+    "scale_invariant": (
+        "normalized-weight laws (P1)",
+        "per layer",
+        "layer mean, ",
+        "none: no weight is scale-invariant",
+        "no scale-invariant weight in this model",
+    ),
+    "residual_stream": (
+        "normalized-weight laws on the joint norm (P1)",
+        "on the joint norm of the embedding and residual writers",
+        "",
+        "none: no normalized residual stream",
+        "no pre-LN residual stream in this model",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -265,52 +283,22 @@ def predict_groups(
         }
 
     table = []
-    if invariant:
-        law = law_forgetting(config, [1.0, alpha], cache=probe_cache)
+    for group, names in (("scale_invariant", invariant), ("residual_stream", stream)):
+        mechanism, where, combined, mechanism_none, law_none = P1_TEXTS[group]
+        if not names:
+            table.append(row(group, [], mechanism_none, math.nan, law_none))
+            continue
+        law = law_forgetting(config, [1.0, alpha], cache=probe_cache, group=group)
         table.append(
             row(
-                "scale_invariant",
-                invariant,
-                "normalized-weight laws (P1)",
+                group,
+                names,
+                mechanism,
                 float(law["forgetting_steps"]),
-                f"the {config.optimizer} law per layer with G probed at alpha {alpha:g} and 1, "
-                f"layer mean, {law['state']} (theory.criterion)",
+                f"the {config.optimizer} law {where} with G probed at alpha {alpha:g} and 1, "
+                f"{combined}{law['state']} (theory.criterion)",
                 end=float(law["memory_end"]),
                 g=str(law["g_source"]),
-            )
-        )
-    else:
-        table.append(
-            row(
-                "scale_invariant",
-                [],
-                "none: no weight is scale-invariant",
-                math.nan,
-                "no scale-invariant weight in this model",
-            )
-        )
-    if stream:
-        law = law_forgetting(config, [1.0, alpha], cache=probe_cache, group="residual_stream")
-        table.append(
-            row(
-                "residual_stream",
-                stream,
-                "normalized-weight laws on the joint norm (P1)",
-                float(law["forgetting_steps"]),
-                f"the {config.optimizer} law on the joint norm of the embedding and residual "
-                f"writers with G probed at alpha {alpha:g} and 1, {law['state']} (theory.criterion)",
-                end=float(law["memory_end"]),
-                g=str(law["g_source"]),
-            )
-        )
-    else:
-        table.append(
-            row(
-                "residual_stream",
-                [],
-                "none: no normalized residual stream",
-                math.nan,
-                "no pre-LN residual stream in this model",
             )
         )
     head_row = report.groups.set_index("group").loc["head_logit_scale"]

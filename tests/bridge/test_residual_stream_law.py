@@ -7,13 +7,12 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from initmem.bridge.preregister import PREDICTION_GROUPS, predict_groups
 from initmem.bridge.probe import law_forgetting, probe_gradient_scale
 from initmem.empirical.config import RESIDUAL_STREAM_LAYER, RunConfig
 from initmem.empirical.models import default_model, residual_stream_parameters
-from initmem.empirical.trainer import Trainer
+from tests.bridge.test_probe import first_batch_backward
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -32,10 +31,7 @@ def test_the_joint_g_is_the_summed_gradient_times_the_joint_norm_on_one_minibatc
     tensors, from a forward and backward of the trainer's first batch computed here."""
     c = config(optimizer="sgd", lr=0.05, alpha=2.0)
     probe = probe_gradient_scale(c, 2.0, steps=1)
-    trainer = Trainer(c.replace(channels_last=False))
-    plan = trainer.start_epoch()
-    images, labels = trainer.next_batch(plan.batches[0])
-    torch.nn.functional.cross_entropy(trainer.model(images), labels).backward()
+    trainer = first_batch_backward(c)
     params = dict(trainer.model.named_parameters())
     members = residual_stream_parameters(trainer.model)
     grad_sq = sum(float(params[n].grad.double().pow(2).sum()) for n in members)
