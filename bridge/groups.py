@@ -2,8 +2,8 @@
 
 Setting. Any finished runs (``load_sweep(DIR)`` or ``load_runs([RUN, ...])``) of any model, a
 plug-in included, with at least two alphas per pipeline and per-layer logs. For each pipeline and
-each parameter group of its model (``scale_invariant``, ``head``, ``other``; the groups of
-:mod:`initmem.bridge.preregister`), the row holds:
+each parameter group of its model (``scale_invariant``, ``residual_stream``, ``head``, ``other``;
+the groups of :mod:`initmem.bridge.preregister`), the row holds:
 
 - the group's size (``parameters``) and the mechanism the theory names for it (P1 normalized-weight
   laws, P2 the lazy (NTK) memory term, P3 the logit-scale laws; :func:`~.preregister.predict_groups`);
@@ -16,7 +16,8 @@ each parameter group of its model (``scale_invariant``, ``head``, ``other``; the
   ``prediction_source`` says where the numbers come from, P1's gradient scale by the ``g_source``
   the prediction records;
 - the measured norm memory (M4 of :mod:`initmem.empirical.memory`) of the group's scaled weights:
-  ``measured_memory_end``, at the last evaluation (mean over the group's layers, then over seeds),
+  ``measured_memory_end``, at the last evaluation (mean over the group's layers, then over seeds;
+  ``residual_stream``: its one joint entry of the layer logs),
   and ``measured_step``, the first logged step forgotten by the one rule of
   :mod:`initmem.theory.criterion` (seed-mean |memory| at most 1/e, not reversed; NaN: not
   within the run);
@@ -38,11 +39,12 @@ import pandas as pd
 
 from initmem.bridge.measure import decide_seeds
 from initmem.empirical import curves, markdown, memory, tables
-from initmem.empirical.config import RunConfig
+from initmem.empirical.config import RESIDUAL_STREAM_LAYER, RunConfig
 
 #: Groups of the table, in order, and what each name means in a sentence.
 GROUP_NAMES = {
     "scale_invariant": "scale-invariant (normalized) weights",
+    "residual_stream": "the residual stream (embedding and residual writers, joint norm)",
     "head": "the head (last linear layer)",
     "other": "the other parameters",
 }
@@ -144,7 +146,11 @@ def _measured(norm: pd.DataFrame, head: set[str]) -> dict[str, tuple[float, floa
     layers["group"] = np.where(
         layers["scale_invariant"].astype(bool),
         "scale_invariant",
-        np.where(layers["layer"].isin(head), "head", "other"),
+        np.where(
+            layers["layer"] == RESIDUAL_STREAM_LAYER,  # the joint entry: its own group, not "other"
+            "residual_stream",
+            np.where(layers["layer"].isin(head), "head", "other"),
+        ),
     )
     out = {}
     for name, part in layers.groupby("group"):
@@ -160,7 +166,7 @@ def _measured(norm: pd.DataFrame, head: set[str]) -> dict[str, tuple[float, floa
 
 def _source(group: str, g_source: str) -> str:
     """Where a group's prediction comes from: P1's gradient scale as the prediction names it."""
-    if group == "scale_invariant":
+    if group in ("scale_invariant", "residual_stream"):
         return f"before training: the normalized-weight laws with G from {g_source}"
     if group == "head":
         return "before training: the logit-scale law of the config"

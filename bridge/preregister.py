@@ -11,8 +11,12 @@ that takes none). Groups, as
 :func:`initmem.empirical.models.parameter_groups` finds them in the model:
 
 - ``scale_invariant``: weights whose scale the train-mode function ignores;
+- ``residual_stream``: a pre-LN network's embedding and residual writers, whose scale the function
+  ignores jointly (:func:`initmem.empirical.models.residual_stream_parameters`);
 - ``head``: the final linear layer;
 - ``other``: every other parameter (weights without invariance, norm layers' affine parameters).
+
+The groups are disjoint and hold every parameter once.
 
 Derivation, one law per group (each one's source is the theory module it calls):
 
@@ -23,6 +27,11 @@ Derivation, one law per group (each one's source is the theory module it calls):
   ``g_source`` is a column of the table), the layers combined and decided by the one rule of
   :mod:`initmem.theory.criterion` (``steps``: the first step with the layer-mean norm memory at most
   1/e; ``memory_end``: that memory at the run's end). An empty group has a row saying so.
+- (P1) ``residual_stream``: the same laws on the group's **joint** norm (the concatenated vector is
+  scale-invariant, so ``<w, g> = 0`` for it and the identity behind each law holds for its
+  ``|w|^2``; derived here), one layer of all its tensors, with ``G = (sum_i |g_i|^2) (sum_i |w_i|^2)``
+  probed at both alphas the same way (:func:`~initmem.bridge.probe.law_forgetting` with ``group``
+  ``residual_stream``). An empty group (no normalized residual stream) has a row saying so.
 - (P2) ``other``, in the lazy (NTK) regime: the converged linearized predictor keeps the memory term
   ``m(x) = f0(x) - K_xX K^-1 f0(X)`` (Lee et al. 2019; :func:`initmem.theory.ntk.memory_term`) at any
   training length under gradient flow, so without decay the time is ``inf``; coupled L2 and decoupled
@@ -70,7 +79,25 @@ from initmem.empirical.plugins import PluginError
 from initmem.empirical.provenance import utc_now
 
 #: Parameter groups of the table, in order.
-PREDICTION_GROUPS = ("scale_invariant", "head", "other")
+PREDICTION_GROUPS = ("scale_invariant", "residual_stream", "head", "other")
+#: The (P1) rows' texts per group: mechanism, where the law acts, how layers combine, and the
+#: mechanism and law of an empty group.
+P1_TEXTS = {
+    "scale_invariant": (
+        "normalized-weight laws (P1)",
+        "per layer",
+        "layer mean, ",
+        "none: no weight is scale-invariant",
+        "no scale-invariant weight in this model",
+    ),
+    "residual_stream": (
+        "normalized-weight laws on the joint norm (P1)",
+        "on the joint norm of the embedding and residual writers",
+        "",
+        "none: no normalized residual stream",
+        "no pre-LN residual stream in this model",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -131,6 +158,16 @@ def _probe_model(model, names: list[str]):
     return probe
 
 
+def _differentiable_attention():
+    """A context in which ``scaled_dot_product_attention`` runs its plain-math kernel: the same
+    function, with forward-mode AD and vmap, which the fused CPU kernel lacks (the ViT's NTK and
+    ``jvp`` of (P2) need them)."""
+    # torch: the model's own stack
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(SDPBackend.MATH)
+
+
 def memory_fraction(model, names: list[str], x_train, x_test) -> float:
     """``|m| / |f0|`` on ``x_test`` (P2), over every output: the memory term of the NTK of the
     parameters ``names`` (the others held fixed), at the model's current parameters, in eval mode;
@@ -144,8 +181,9 @@ def memory_fraction(model, names: list[str], x_train, x_test) -> float:
         return math.nan
     probe = _probe_model(model, names)
     # every output kept: rows ordered sample * k + output, as the flattened outputs below
-    k_train = empirical_ntk(probe, x_train, trace_outputs=False).ntk
-    k_test = empirical_ntk(probe, x_test, x_train, trace_outputs=False).ntk
+    with _differentiable_attention():
+        k_train = empirical_ntk(probe, x_train, trace_outputs=False).ntk
+        k_test = empirical_ntk(probe, x_test, x_train, trace_outputs=False).ntk
     with torch.no_grad():
         f0_train = probe(x_train).reshape(-1).numpy()
         f0_test = probe(x_test).reshape(-1).numpy()
@@ -164,7 +202,8 @@ def lazy_degree(model, names: list[str], x) -> float:
 
     if not names:
         return math.nan
-    return homogeneity_degree(*init_outputs(_probe_model(model, names), x))
+    with _differentiable_attention():
+        return homogeneity_degree(*init_outputs(_probe_model(model, names), x))
 
 
 def _lazy_row_law(config: RunConfig, depth: float) -> tuple[float, float, str]:
@@ -220,7 +259,8 @@ def predict_groups(
     groups = parameter_groups(model)
     params = dict(model.named_parameters())
     invariant, head = groups["scale_invariant"], groups["head"]
-    other = [n for n in groups["all"] if n not in set(invariant) | set(head)]
+    stream = [n for n in groups["residual_stream"] if n not in set(invariant) | set(head)]
+    other = [n for n in groups["all"] if n not in set(invariant) | set(head) | set(stream)]
     fan_ins = sorted({math.prod(params[n].shape[1:]) for n in invariant}) or [1]
     report = predict_forgetting(pipeline_of(config), alpha, fan_ins=fan_ins)
     data = data if data is not None else load_splits(config)
@@ -243,28 +283,22 @@ def predict_groups(
         }
 
     table = []
-    if invariant:
-        law = law_forgetting(config, [1.0, alpha], cache=probe_cache)
+    for group, names in (("scale_invariant", invariant), ("residual_stream", stream)):
+        mechanism, where, combined, mechanism_none, law_none = P1_TEXTS[group]
+        if not names:
+            table.append(row(group, [], mechanism_none, math.nan, law_none))
+            continue
+        law = law_forgetting(config, [1.0, alpha], cache=probe_cache, group=group)
         table.append(
             row(
-                "scale_invariant",
-                invariant,
-                "normalized-weight laws (P1)",
+                group,
+                names,
+                mechanism,
                 float(law["forgetting_steps"]),
-                f"the {config.optimizer} law per layer with G probed at alpha {alpha:g} and 1, "
-                f"layer mean, {law['state']} (theory.criterion)",
+                f"the {config.optimizer} law {where} with G probed at alpha {alpha:g} and 1, "
+                f"{combined}{law['state']} (theory.criterion)",
                 end=float(law["memory_end"]),
                 g=str(law["g_source"]),
-            )
-        )
-    else:
-        table.append(
-            row(
-                "scale_invariant",
-                [],
-                "none: no weight is scale-invariant",
-                math.nan,
-                "no scale-invariant weight in this model",
             )
         )
     head_row = report.groups.set_index("group").loc["head_logit_scale"]

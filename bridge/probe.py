@@ -9,6 +9,11 @@ data, batch size, augmentation, train-mode BatchNorm) at each alpha, on the CPU 
 weights held at init (no optimizer step: G at init, independent of the optimizer, so one probe serves
 every pipeline that shares the model, data and batch).
 
+The ``residual_stream`` group (:func:`initmem.empirical.models.residual_stream_parameters`: a pre-LN
+network's embedding and residual writers, jointly scale-invariant) is probed as one layer on its joint
+norm: ``G = (sum_i |g_i|^2) (sum_i |w_i|^2)`` over its tensors, the same identity for the
+concatenated vector (the trainer logs the same, the layer logs' ``residual_stream`` entry).
+
 Conventions. G per layer is measured exactly as the bridge reads it from a run's logs
 (:func:`initmem.bridge.predict.per_step` over ``grad_sq_unit_sum``): the trainer's per-interval sum of ``|g_t|^2``
 (:class:`initmem.empirical.trainer.IntervalStats`, the loss gradient before L2) times the mean of
@@ -34,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.units import law_decision, step_lrs
-from initmem.empirical.config import RunConfig
+from initmem.empirical.config import RESIDUAL_STREAM_LAYER, RunConfig
 from initmem.empirical.curves import SCALED_FRACTION
 from initmem.theory import normalized
 from initmem.theory.criterion import combine_layers
@@ -60,7 +65,8 @@ PROBE_FIELDS = (*DRAW_FIELDS, "batch_size", "augment", "alpha_groups")
 
 @dataclass(frozen=True)
 class GradientScale:
-    """A probe's result: ``layers`` (one row per scale-invariant layer: ``layer``, ``numel``,
+    """A probe's result: ``layers`` (one row per scale-invariant layer, and one for the
+    ``residual_stream`` group's joint norm where the model has one: ``group``, ``layer``, ``numel``,
     ``init_norm_sq`` at this alpha, ``grad_sq_unit`` = G), the ``alpha`` and ``steps`` it ran, and
     ``source``, the phrase every prediction that uses it prints."""
 
@@ -114,7 +120,7 @@ def _probe(config: RunConfig, alpha: float, steps: int) -> GradientScale:
     )  # fmt: skip
     trainer = Trainer(probe, download=False)  # a probe never downloads: local data or a clear error
     index = [i for i, name in enumerate(trainer.names) if name in trainer.scale_invariant]
-    start = [float(trainer.params[i].detach().double().pow(2).sum()) for i in index]
+    start = _norms_sq(trainer.params)
     done = 0
     while done < steps:
         plan = trainer.start_epoch()
@@ -128,41 +134,66 @@ def _probe(config: RunConfig, alpha: float, steps: int) -> GradientScale:
             trainer.interval.add_step([p.grad for p in trainer.params], lr, 1.0)
             done += 1
     grad_sq = trainer.interval.grad_sq_sum.cpu().numpy()
+    end = _norms_sq(trainer.params)
+    pieces = [("scale_invariant", trainer.names[i], [i]) for i in index]
+    if trainer.joint_index:  # the joint norm of the residual stream: one layer of all its tensors
+        pieces.append(("residual_stream", RESIDUAL_STREAM_LAYER, trainer.joint_index))
     rows = []
-    for k, i in enumerate(index):
-        end = float(trainer.params[i].detach().double().pow(2).sum())
+    for group, layer, members in pieces:
+        norm_sq = [float(start[members].sum()), float(end[members].sum())]
         rows.append(
             {
-                "layer": trainer.names[i],
-                "numel": int(trainer.params[i].numel()),
-                "init_norm_sq": start[k],
-                "grad_sq_unit": float(grad_sq[i]) * 0.5 * (start[k] + end) / done,
+                "group": group,
+                "layer": layer,
+                "numel": int(sum(trainer.params[i].numel() for i in members)),
+                "init_norm_sq": norm_sq[0],
+                "grad_sq_unit": float(grad_sq[members].sum()) * 0.5 * sum(norm_sq) / done,
             }
         )
     source = (
         f"probe at init: {done} minibatches of {config.batch_size} ({config.model}, "
         f"{config.dataset}; initmem.bridge.probe)"
     )
-    return GradientScale(alpha, done, pd.DataFrame(rows), source)
+    columns = ["group", "layer", "numel", "init_norm_sq", "grad_sq_unit"]
+    return GradientScale(alpha, done, pd.DataFrame(rows, columns=columns), source)
 
 
-def law_forgetting(config: RunConfig, alphas, *, cache: dict | None = None) -> dict:
+def _norms_sq(params) -> np.ndarray:
+    """``|w|^2`` of each tensor, float64."""
+    return np.array([float(p.detach().double().pow(2).sum()) for p in params])
+
+
+#: What :func:`law_forgetting` says for a model without the group, per group.
+_NO_GROUP = {
+    "scale_invariant": ("no scale-invariant weights", "no scaled scale-invariant layer"),
+    "residual_stream": ("no normalized residual stream", "residual stream not scaled by alpha"),
+}
+
+
+def law_forgetting(
+    config: RunConfig, alphas, *, cache: dict | None = None, group: str = "scale_invariant"
+) -> dict:
     """The normalized-weight laws' prediction for a pipeline before training, with G probed at each of
     the largest and smallest of ``alphas`` (module docstring): ``memory_end``, ``forgetting_steps``
     (the one decision; ``inf``: not within the run), ``forgetting_epochs``, ``state`` and
-    ``g_source``. NaN, the state ``"no scale-invariant weights"`` and ``g_source`` "none" for a model
-    without them; NaN and no state for fewer than two alphas."""
+    ``g_source``. ``group``: ``scale_invariant`` (each layer's law, layers combined) or
+    ``residual_stream`` (the law of the group's joint norm, one layer). NaN, the state ``"no
+    scale-invariant weights"`` (``"no normalized residual stream"``) and ``g_source`` "none" for a
+    model without them; NaN and no state for fewer than two alphas."""
+    if group not in _NO_GROUP:
+        raise ValueError(f"group must be one of {list(_NO_GROUP)} (got {group!r})")
     alphas = sorted({float(a) for a in alphas})
     out = dict.fromkeys(("memory_end", "forgetting_steps", "forgetting_epochs"), math.nan)
     if len(alphas) < 2:
         return out | {"state": "", "g_source": "none"}
     lo, hi = (probe_gradient_scale(config, a, cache=cache) for a in (alphas[0], alphas[-1]))
-    if lo.layers.empty:
-        return out | {"state": "no scale-invariant weights", "g_source": "none"}
+    lows, highs = (r.layers[r.layers["group"] == group] for r in (lo, hi))
+    if lows.empty:
+        return out | {"state": _NO_GROUP[group][0], "g_source": "none"}
     steps = np.arange(0, config.total_steps + 1)
     full = 2.0 * math.log(alphas[-1] / alphas[0])
     memories = []
-    for low, high in zip(lo.layers.itertuples(), hi.layers.itertuples(), strict=True):
+    for low, high in zip(lows.itertuples(), highs.itertuples(), strict=True):
         if abs(math.log(high.init_norm_sq / low.init_norm_sq)) < SCALED_FRACTION * full:
             continue  # a layer alpha does not scale has no norm memory (criterion's LAYER_RULE)
         norms = [
@@ -174,9 +205,10 @@ def law_forgetting(config: RunConfig, alphas, *, cache: dict | None = None) -> d
         ]  # fmt: skip
         memories.append(np.log(norms[0] / norms[1]) / np.log(high.init_norm_sq / low.init_norm_sq))
     if not memories:
-        return out | {"state": "no scaled scale-invariant layer", "g_source": "none"}
+        return out | {"state": _NO_GROUP[group][1], "g_source": "none"}
     law = law_decision(steps, combine_layers(np.stack(memories), axis=0), config.steps_per_epoch)
-    return law | {"g_source": f"{hi.source}, at alpha {hi.alpha:g} and {lo.alpha:g}"}
+    joint = ", the joint norm of the residual_stream group" if group == "residual_stream" else ""
+    return law | {"g_source": f"{hi.source}{joint}, at alpha {hi.alpha:g} and {lo.alpha:g}"}
 
 
 def _law_norm_sq(config, numel, grad_sq_unit, steps, init_norm_sq) -> np.ndarray:

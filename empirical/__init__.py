@@ -31,6 +31,8 @@ _HOMES = {
     "resnet18": "models",
     "scale_invariant_parameters": "models",
     "scale_invariance_check": "models",
+    "residual_stream_parameters": "models",
+    "residual_stream_check": "models",
     "default_model": "models",
     "PluginError": "plugins",
     "train_packed": "packing",

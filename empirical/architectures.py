@@ -6,11 +6,15 @@ every hidden size (``scaled_channels``). What each one says about the init scale
 - :func:`vit_tiny`: a pre-LayerNorm Vision Transformer (Dosovitskiy et al. 2021) with 4 x 4 patches
   (64 tokens), width 192 x ``width``, 4 blocks of 3-head self-attention and a 2x MLP, a final
   LayerNorm, mean pooling and a linear ``head``. Pre-LN blocks normalize the residual stream, which is
-  a sum of every branch, so no single weight is scale-invariant: alpha acts on the dynamics through
-  every layer's scale, as in a network without normalization.
+  a sum of every branch, so no single weight is scale-invariant; but the patch and position
+  embeddings and every branch's output layer, the writers of the stream, are scale-invariant jointly
+  (the ``residual_stream`` group, :func:`.models.residual_stream_parameters`): scaled together they
+  scale the stream, which every LayerNorm divides out.
 - :func:`mlp_mixer`: an MLP-Mixer (Tolstikhin et al. 2021) on the same 64 patches, width 128 x
   ``width``, 4 pre-LN blocks of token mixing (hidden 64) and channel mixing (hidden 2x): no
-  scale-invariant weight either.
+  scale-invariant weight either, and a ``residual_stream`` group as the ViT's (without the
+  token-mixing output biases: per-token constants that every channel LayerNorm subtracts, they do not
+  enter the function).
 - :func:`nf_resnet`: a normalization-free ResNet with SkipInit (De & Smith 2020): the ResNet-9 layout
   without BatchNorm, every residual branch multiplied by a learnable scalar that starts at 0, convs
   with biases. Nothing is normalized, nothing is scale-invariant; at large alpha the network is

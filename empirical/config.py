@@ -34,7 +34,10 @@ DATASETS = ("cifar10", "fashion-mnist", "cifar10-fixture", "synthetic")
 MODELS = ("resnet9", "resnet18", "vit-tiny", "mlp-mixer", "nf-resnet", "mlp", "mlp-ln")
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 SCHEDULES = ("constant", "step", "cosine")
-ALPHA_GROUPS = ("all", "conv", "scale_invariant", "norm", "bn", "head")
+ALPHA_GROUPS = ("all", "conv", "scale_invariant", "residual_stream", "norm", "bn", "head")
+#: The layer logs' name of the ``residual_stream`` group's joint entry: one "layer" whose norms are
+#: the joint norms over the group's tensors (docs/run-format.md).
+RESIDUAL_STREAM_LAYER = "residual_stream"
 DEVICES = ("auto", "cpu", "cuda")
 #: Training losses: softmax cross-entropy on the labels, or the squared error of the logits against
 #: one-hot targets (mean over classes and images: the lazy / NTK setting of ``theory/ntk.py``).
@@ -626,6 +629,7 @@ def _in_range(name, value, low, high, text, *, lower_open=False, upper_open=Fals
 
 __all__ = [
     "ALPHA_GROUPS",
+    "RESIDUAL_STREAM_LAYER",
     "ARGS_FIELDS",
     "ConfigError",
     "DATASETS",

@@ -29,16 +29,22 @@ the network at initialization, in train mode (BatchNorm uses batch statistics):
 - ``head``: the final linear layer (weight, and bias where there is one) is multiplied by alpha, so the
   logits are multiplied by alpha.
 - ``all``: every parameter, i.e. all three: ResNet-9's logits are multiplied by alpha^2.
+- ``residual_stream``: a pre-LN network's embedding and residual writers
+  (:func:`residual_stream_parameters`): the function is unchanged (every LayerNorm divides the scale
+  out); empty in the ResNets.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import operator
 from collections import OrderedDict
 from collections.abc import Iterable
 
 import torch
 from torch import nn
+from torch.fx.passes.shape_prop import ShapeProp
 
 from .architectures import ARCHITECTURES
 from .config import ALPHA_GROUPS, ConfigError, RunConfig
@@ -243,6 +249,8 @@ def parameter_groups(model: nn.Module) -> dict[str, list[str]]:
     - ``norm``: the affine parameters of normalization layers (BatchNorm, LayerNorm, GroupNorm);
       ``bn`` is the same group (its name from the BatchNorm-only days);
     - ``head``: the final linear layer's parameters (:func:`head_module`);
+    - ``residual_stream``: the parameters :func:`residual_stream_parameters` finds (jointly
+      scale-invariant; empty where the model has no normalized residual stream);
     - ``all``: every parameter.
     """
     groups: dict[str, list[str]] = {"conv": [], "norm": [], "head": []}
@@ -258,6 +266,7 @@ def parameter_groups(model: nn.Module) -> dict[str, list[str]]:
             groups["head"] += own
     groups["bn"] = list(groups["norm"])
     groups["scale_invariant"] = scale_invariant_parameters(model)
+    groups["residual_stream"] = residual_stream_parameters(model)
     groups["all"] = [name for name, _ in model.named_parameters()]
     return groups
 
@@ -388,12 +397,23 @@ def scale_invariance_check(
     batch ``(batch, 3, 32, 32)``, computed on a float64 copy with every norm layer's ``eps`` set to :data:`PROBE_EPS`
     (so an invariant weight gives float64 rounding, about 1e-15, and :data:`INVARIANCE_RTOL` separates
     the two). ``model`` itself is not changed."""
+    if names is None:
+        names = [n for n, p in model.named_parameters() if p.dim() >= 2]
+    return output_changes(model, {name: [name] for name in names}, batch=batch, seed=seed)
+
+
+def output_changes(
+    model: nn.Module, subsets: dict[str, list[str]], *, batch: int = 4, seed: int = 0
+) -> dict[str, float]:
+    """For each key of ``subsets``, the relative change ``max |f(3 theta_S) - f(theta)| / max |f|`` of
+    the train-mode output when every parameter of its subset ``S`` is scaled by :data:`CHECK_FACTOR`
+    together (the others held), on the float64, eps-free copy of :func:`scale_invariance_check`.
+    ``model`` itself is not changed."""
     probe_model = copy.deepcopy(model).double().train()
     for module in probe_model.modules():
         if isinstance(module, NORM_LAYERS):
             module.eps = PROBE_EPS
     params = dict(probe_model.named_parameters())
-    names = [n for n, p in params.items() if p.dim() >= 2] if names is None else list(names)
     device = next(iter(params.values())).device if params else torch.device("cpu")
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, 3, 32, 32, generator=generator, dtype=torch.float64).to(device)
@@ -402,12 +422,294 @@ def scale_invariance_check(
     with torch.no_grad():
         base = probe_model(x)
         scale = float(base.abs().max())
-        for name in names:
+        for key, names in subsets.items():
             probe_model.load_state_dict(state)  # BatchNorm's running statistics back as they were
-            params[name].mul_(CHECK_FACTOR)
-            changes[name] = float((probe_model(x) - base).abs().max()) / max(scale, 1e-300)
-            params[name].div_(CHECK_FACTOR)
+            for name in names:
+                params[name].mul_(CHECK_FACTOR)
+            changes[key] = float((probe_model(x) - base).abs().max()) / max(scale, 1e-300)
+        probe_model.load_state_dict(state)
     return changes
+
+
+#: The key of :func:`residual_stream_check`'s answer for the whole group scaled together.
+JOINT = "joint"
+
+
+def residual_stream_check(
+    model: nn.Module, names: Iterable[str] | None = None, *, batch: int = 4, seed: int = 0
+) -> dict[str, float]:
+    """The numeric check of :func:`residual_stream_parameters` (``names``; default: found on
+    ``model``): the relative output change of :func:`output_changes` with the whole group scaled by 3
+    together (key :data:`JOINT`: float64 rounding, at most :data:`INVARIANCE_RTOL`, where the joint
+    invariance holds) and with each member scaled alone (its name: well above rounding, since a
+    member alone changes the stream's direction). Empty for an empty group."""
+    names = residual_stream_parameters(model) if names is None else list(names)
+    if not names:
+        return {}
+    subsets = {JOINT: names, **{name: [name] for name in names}}
+    return output_changes(model, subsets, batch=batch, seed=seed)
+
+
+# ---------------------------------------------------------------------------------- residual stream
+#: Operations that add their two operands (a residual sum, an embedding plus a position table).
+_ADD_FUNCTIONS = {operator.add, torch.add}
+#: Layers whose output is linear in their own parameters (weight and bias): a stream's writers.
+_WRITERS = (*_WEIGHTED, nn.Embedding)
+#: Queries of a tensor's shape: they read no value, so a stream node may feed them.
+_SHAPE_QUERIES = {"size", "dim"}
+
+
+def _is_add(node) -> bool:
+    return (node.op == "call_function" and node.target in _ADD_FUNCTIONS) or (
+        node.op == "call_method" and node.target in ("add", "__add__")
+    )
+
+
+def _is_shape_only(node) -> bool:
+    return (node.op == "call_method" and node.target in _SHAPE_METHODS) or (
+        node.op == "call_function" and node.target in _SHAPE_FUNCTIONS
+    )
+
+
+def _is_shape_query(user, node) -> bool:
+    """``node.shape`` or ``node.size()``: reads the shape, not the values."""
+    if user.op == "call_method" and user.target in _SHAPE_QUERIES:
+        return True
+    return (
+        user.op == "call_function"
+        and user.target is getattr
+        and len(user.args) == 2
+        and user.args[1] in ("shape", "ndim")
+    )
+
+
+def _stream_sources(node, modules: dict[str, nn.Module], params: dict[str, nn.Parameter]):
+    """The operands that ``node``, a value of the residual stream, is built from, and its role:
+    ``("sum", [a, b])`` for an addition of two graph values, ``("move", [x])`` for a shape-only
+    operation, ``("writer", [])`` for a call of a linear, convolution or embedding layer (the
+    residual branch's last layer, or the embedding), ``("attr", [])`` for a parameter read directly (a position
+    table); None for anything else (then it is not a stream of the kind of
+    :func:`residual_stream_parameters`)."""
+    if _is_add(node):
+        operands = [a for a in node.args if isinstance(a, torch.fx.Node)]
+        return ("sum", operands) if len(operands) == 2 == len(node.args) else None
+    if _is_shape_only(node) and node.args and isinstance(node.args[0], torch.fx.Node):
+        return "move", [node.args[0]]
+    if node.op == "call_module" and isinstance(modules[node.target], _WRITERS):
+        return "writer", []
+    if node.op == "get_attr" and node.target in params:
+        return "attr", []
+    return None
+
+
+def residual_stream_parameters(model: nn.Module) -> list[str]:
+    """Names of the parameters of a normalized residual stream (the ``residual_stream`` group): the
+    embedding (a linear / convolution layer's weight and bias, a position table) and every residual
+    writer (the last linear layer of each branch added into the stream), with their biases. Scaling
+    all of them together by ``c > 0`` leaves the train-mode function unchanged; scaling one alone
+    does not.
+
+    Derivation (derived here). Read off the ``torch.fx`` graph: start at the input of every
+    normalization layer (BatchNorm, LayerNorm, GroupNorm) and walk back through additions of two
+    values and shape-only operations; the walk must end, on every path, at a call of a linear or
+    convolution layer (a *writer*) or at a parameter read directly (a position table). Every value
+    on the walk (the *stream*) is then a sum of writer outputs ``W_k x_k + b_k`` and parameters, each
+    ``x_k`` computed from the network input and normalized values only; so scaling every writer's
+    weight and bias and every such parameter by ``c`` multiplies every stream value by ``c``,
+    provided the ``x_k`` do not change. They do not: the stream is read only by normalization
+    layers, which divide the scale out (``LN(c s) = LN(s)``, up to ``eps``), by further additions
+    and shape-only operations of the stream, and by shape queries; this is checked for every use of
+    every stream value, and a writer must write only into the stream (each of its calls is on the
+    walk). By induction along the graph every normalized value, and so the output (which the head
+    computes from a normalized value), is unchanged. The connected pieces of the walk that contain an
+    addition form the group (a piece without one is a single normalized weight, the
+    ``scale_invariant`` group's). In a pre-LN Transformer or MLP-Mixer this is the patch (and
+    position) embedding and the output projection of each attention / token-mixing / MLP branch.
+    Exact up to the norm layers' ``eps``. A model that ``torch.fx`` cannot trace gets an empty group
+    (no graph to read); the trainer checks the answer numerically at init
+    (:func:`residual_stream_check`) and records it in ``config.json``.
+    """
+    try:
+        traced = torch.fx.symbolic_trace(model)
+    except Exception:  # noqa: BLE001 - any tracing failure: no graph, no group
+        return []
+    modules = dict(traced.named_modules())
+    params = dict(model.named_parameters())
+    role, pieces = _stream_pieces(traced, modules, params)
+    calls: dict[str, list] = {}
+    for node in traced.graph.nodes:
+        if node.op == "call_module":
+            calls.setdefault(node.target, []).append(node)
+    valid = [nodes for nodes in pieces if _valid_piece(nodes, role, modules, calls)]
+    shapes = _node_shapes(traced, params) if valid else {}
+    names: set[str] = set()
+    for nodes in valid:
+        names |= _piece_parameters(nodes, role, modules, shapes)
+    return [name for name in params if name in names]
+
+
+def _stream_pieces(traced, modules: dict[str, nn.Module], params: dict) -> tuple[dict, list[list]]:
+    """The walk of :func:`residual_stream_parameters`: from the input of every norm layer back through
+    sums and shape-only operations. Returns each value's role (:func:`_stream_sources`; None: not a
+    stream value) and the walk's connected pieces (lists of values)."""
+    roots = [
+        node.args[0]
+        for node in traced.graph.nodes
+        if node.op == "call_module"
+        and isinstance(modules[node.target], NORM_LAYERS)
+        and node.args
+        and isinstance(node.args[0], torch.fx.Node)
+    ]
+    role: dict = {}
+    piece: dict = {node: node for node in roots}  # value -> a value of its piece (union-find)
+
+    def find(node):
+        while piece[node] is not node:
+            piece[node] = piece[piece[node]]
+            node = piece[node]
+        return node
+
+    todo = list(roots)
+    while todo:
+        node = todo.pop()
+        if node in role:
+            continue
+        found = _stream_sources(node, modules, params)
+        role[node] = None if found is None else found[0]
+        for operand in [] if found is None else found[1]:
+            piece.setdefault(operand, operand)
+            piece[find(operand)] = find(node)
+            todo.append(operand)
+    members: dict = {}
+    for node in role:
+        members.setdefault(find(node), []).append(node)
+    return role, list(members.values())
+
+
+def _valid_piece(nodes: list, role: dict, modules: dict[str, nn.Module], calls: dict) -> bool:
+    """Whether a connected piece of the walk is a normalized residual stream: every value has a role,
+    at least one is a sum, every use of every value is the stream's own, a norm layer's or a shape
+    query, and every writer module is called only inside the piece."""
+    inside = set(nodes)
+    if any(role[n] is None for n in nodes) or not any(role[n] == "sum" for n in nodes):
+        return False
+    for node in nodes:
+        for user in node.users:
+            normalized = user.op == "call_module" and isinstance(modules[user.target], NORM_LAYERS)
+            if not (user in inside or normalized or _is_shape_query(user, node)):
+                return False
+        if role[node] == "writer" and not set(calls[node.target]) <= inside:
+            return False
+    return True
+
+
+def _piece_parameters(
+    nodes: list, role: dict, modules: dict[str, nn.Module], shapes: dict
+) -> set[str]:
+    """The parameters of a valid piece: each writer's own (weight and bias) and each parameter read,
+    less the biases that every norm reading them cancels (:func:`_bias_cancelled`: they do not enter
+    the function at all, so they belong to no symmetry's test)."""
+    names, inside = set(), set(nodes)
+    for node in nodes:
+        if role[node] == "writer":
+            module = modules[node.target]
+            for name, _ in module.named_parameters(recurse=False):
+                if name == "bias" and _bias_cancelled(node, module, inside, modules, shapes):
+                    continue
+                names.add(f"{node.target}.{name}")
+        elif role[node] == "attr":
+            names.add(node.target)
+    return names
+
+
+def _node_shapes(traced, params: dict) -> dict:
+    """Each graph value's shape on one probe image ``(1, 3, 32, 32)`` (``torch.fx`` shape
+    propagation in eval mode, on the parameters' device and dtype, gradients off); empty when the model does not
+    run on it (then no bias counts as cancelled)."""
+    first = next(iter(params.values()))
+    x = torch.zeros(1, 3, 32, 32, dtype=first.dtype, device=first.device)
+    training = {module: module.training for module in traced.modules()}
+    traced.eval()  # BatchNorm's running statistics untouched
+    try:
+        with torch.no_grad():
+            ShapeProp(traced).propagate(x)
+    except Exception:  # noqa: BLE001 - a model that needs other inputs: no shapes, nothing cancelled
+        return {}
+    finally:
+        for module, mode in training.items():
+            module.training = mode
+    return {
+        node: tuple(node.meta["tensor_meta"].shape)
+        for node in traced.graph.nodes
+        if hasattr(node.meta.get("tensor_meta"), "shape")
+    }
+
+
+def _normalized_axes(module: nn.Module, ndim: int) -> set[int]:
+    """The axes over which ``module`` subtracts its mean: LayerNorm's trailing ``normalized_shape``;
+    BatchNorm's all but the channel axis 1; GroupNorm's spatial axes, and the channels when a group
+    holds more than one."""
+    if isinstance(module, nn.LayerNorm):
+        return set(range(ndim - len(module.normalized_shape), ndim))
+    if isinstance(module, nn.GroupNorm):
+        channels = {1} if module.num_groups < module.num_channels else set()
+        return channels | set(range(2, ndim))
+    return set(range(ndim)) - {1}
+
+
+def _bias_cancelled(writer, module: nn.Module, inside: set, modules: dict, shapes: dict) -> bool:
+    """Whether a writer's bias is constant over the normalized axes of every norm the stream carries
+    it to, so each of them subtracts it (derived here: a bias on axis ``a`` of the writer's output is
+    constant over every other axis; followed through transposes, permutations, reshapes that keep
+    the axis and broadcasting sums, it reaches each norm on some axis, and a norm whose mean runs
+    over axes that exclude it removes it exactly). The MLP-Mixer's token-mixing output bias is one:
+    a per-token constant that every channel LayerNorm removes. False when a shape is unknown."""
+    if writer not in shapes:
+        return False
+    axis = len(shapes[writer]) - 1 if isinstance(module, nn.Linear) else 1
+    todo, seen = [(writer, axis)], set()
+    while todo:
+        node, axis = todo.pop()
+        if (node, axis) in seen:
+            continue
+        seen.add((node, axis))
+        for user in node.users:
+            if user.op == "call_module" and isinstance(modules[user.target], NORM_LAYERS):
+                if axis in _normalized_axes(modules[user.target], len(shapes[node])):
+                    return False
+            elif user in inside:
+                moved = _moved_axis(user, node, axis, shapes)
+                if moved is None:
+                    return False
+                todo.append((user, moved))
+    return True
+
+
+def _moved_axis(user, node, axis: int, shapes: dict) -> int | None:
+    """Where axis ``axis`` of ``node`` lands in ``user``'s output (a sum or a shape-only operation of
+    the stream); None when unknown."""
+    if user not in shapes or node not in shapes:
+        return None
+    before, after = shapes[node], shapes[user]
+    if _is_add(user):
+        return axis + len(after) - len(before)  # broadcasting aligns the trailing axes
+    name = user.target if user.op == "call_method" else getattr(user.target, "__name__", "")
+    rest = [a for a in user.args[1:] if not isinstance(a, torch.fx.Node)]
+    if name == "transpose" and len(rest) == 2:
+        i, j = (int(d) % len(before) for d in rest)
+        return j if axis == i else i if axis == j else axis
+    if name == "permute":
+        dims = list(rest[0]) if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else rest
+        dims = [int(d) % len(before) for d in dims]
+        return dims.index(axis) if len(dims) == len(before) else None
+    if name == "contiguous":
+        return axis
+    # a reshape keeps the axis where the elements before it and its own size are the same
+    lead = math.prod(before[:axis])
+    for k in range(len(after)):
+        if math.prod(after[:k]) == lead and after[k] == before[axis]:
+            return k
+    return None
 
 
 __all__ = [
@@ -415,6 +717,7 @@ __all__ = [
     "ConvBN",
     "CHECK_FACTOR",
     "INVARIANCE_RTOL",
+    "JOINT",
     "MODEL_BUILDERS",
     "NORM_LAYERS",
     "RESNET9_OUTPUT_SCALE",
@@ -426,6 +729,9 @@ __all__ = [
     "default_model",
     "head_module",
     "parameter_groups",
+    "output_changes",
+    "residual_stream_check",
+    "residual_stream_parameters",
     "resnet18",
     "resnet9",
     "scale_invariance_check",

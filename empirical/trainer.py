@@ -62,12 +62,15 @@ from tqdm.auto import tqdm
 
 from initmem.theory.units import update_contraction
 
-from .config import NON_HASHED_FIELDS, ConfigError, RunConfig
+from .config import NON_HASHED_FIELDS, RESIDUAL_STREAM_LAYER, ConfigError, RunConfig
 from .data import DataSplits, ImageSplit, augment_batch, shared_splits
 from .models import (
     INVARIANCE_RTOL,
+    JOINT,
     build_model,
     group_sizes,
+    residual_stream_check,
+    residual_stream_parameters,
     scale_invariance_check,
     scale_invariant_parameters,
 )
@@ -620,6 +623,16 @@ class Trainer:
         self.names = [name for name, _ in named]
         self.params = [p for _, p in named]
         self.scale_invariant = set(scale_invariant_parameters(self.model))
+        if RESIDUAL_STREAM_LAYER in self.names:
+            raise ValueError(
+                f"model {config.model!r}: a parameter is named {RESIDUAL_STREAM_LAYER!r}, the layer "
+                "logs' name of the joint residual-stream entry; rename it"
+            )
+        #: the trained parameters of the ``residual_stream`` group (jointly scale-invariant)
+        self.residual_stream = [
+            n for n in residual_stream_parameters(self.model) if n in set(self.names)
+        ]
+        self.joint_index = [i for i, n in enumerate(self.names) if n in set(self.residual_stream)]
         #: layers whose angular update per step is logged: the scale-invariant conv weights
         self.angle_layers = [
             config.track_grad_norms and name in self.scale_invariant for name in self.names
@@ -639,13 +652,15 @@ class Trainer:
         #: the schedule's multiplier of lr at every optimizer step (theory.schedule.lr_multipliers)
         self.lr_factors = config.lr_multipliers()
         self.epoch = 0
-        self.interval = IntervalStats(self.params, self.angle_layers)
+        self.interval = IntervalStats(self.params, self.angle_layers, self.joint_index)
 
     def describe_model(self) -> dict[str, Any]:
         """What ``config.json`` records of the model at init: its parameter count, and for each weight
         found scale-invariant the relative change of the output when it is scaled by 3 (the numeric
         check of :func:`~initmem.empirical.models.scale_invariance_check`; float64 rounding where the
-        invariance holds). A weight that fails the check is named in a warning."""
+        invariance holds), and the same for the ``residual_stream`` group scaled together and each
+        member alone (:func:`~initmem.empirical.models.residual_stream_check`). A weight, or the
+        group, that fails the check is named in a warning."""
         names = [n for n in self.names if n in self.scale_invariant]
         changes = scale_invariance_check(self.model, names)
         failed = [n for n, change in changes.items() if not change <= INVARIANCE_RTOL]
@@ -655,12 +670,20 @@ class Trainer:
                 f"by 3 (relative change above {INVARIANCE_RTOL:g}): {failed}",
                 stacklevel=2,
             )
+        stream = residual_stream_check(self.model, self.residual_stream)
+        if stream and not stream[JOINT] <= INVARIANCE_RTOL:
+            warnings.warn(
+                f"{self.config.model}: the residual_stream group changes the output when scaled by "
+                f"3 together (relative change {stream[JOINT]:.3g} > {INVARIANCE_RTOL:g})",
+                stacklevel=2,
+            )
         return {
             "parameters": sum(p.numel() for p in self.params),
             "frozen_parameters": sum(p.numel() for p in self.model.parameters())
             - sum(p.numel() for p in self.params),
             "parameter_groups": group_sizes(self.model),
             "scale_invariant": changes,
+            "residual_stream": stream,
         }
 
     # ------------------------------------------------------------------ training
@@ -834,6 +857,8 @@ class Trainer:
                 "dist_from_init": float(dist[i]),
                 **since[i],
             }
+        if self.joint_index:
+            layers[RESIDUAL_STREAM_LAYER] = self._joint_layer(norms, dist, since, lr)
         record = {
             "epoch": self.epoch,
             "step": self.step,
@@ -855,8 +880,23 @@ class Trainer:
             "wall_time": wall_time,
             "layers": layers,
         }
-        self.interval = IntervalStats(self.params, self.angle_layers)
+        self.interval = IntervalStats(self.params, self.angle_layers, self.joint_index)
         return record, test_pred
+
+    def _joint_layer(self, norms, dist, since, lr: float) -> dict[str, Any]:
+        """The layer logs' entry of the ``residual_stream`` group as one layer: its norms are the
+        joint norms over the group's tensors (``|w|^2`` summed), its gradient sums summed, ``G`` the
+        joint one (:meth:`IntervalStats.joint_fields`)."""
+        index = self.joint_index
+        norm_sq = float((norms[index] ** 2).sum())
+        return {
+            "numel": sum(self.params[i].numel() for i in index),
+            "scale_invariant": False,  # jointly, not per tensor: per-layer laws must not take it
+            "weight_norm": math.sqrt(norm_sq),
+            "eff_lr": lr / norm_sq if norm_sq > 0 else float("nan"),
+            "dist_from_init": float(np.sqrt((dist[index] ** 2).sum())),
+            **self.interval.joint_fields(since),
+        }
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -951,6 +991,15 @@ def _own_storage(tensor: torch.Tensor) -> torch.Tensor:
 
 
 # ==================================================================================== per-step statistics
+#: Per-layer keys the joint group's entry does not measure (per-tensor angles and update forms).
+_NOT_MEASURED_JOINTLY = (
+    "update_sq_unit_sum",
+    "update_radial_unit_sum",
+    "angular_update",
+    "filter_angular_update",
+)
+
+
 class IntervalStats:
     """What the log reports about the optimizer steps since the last evaluation (docs/run-format.md):
     the training loss and accuracy, and per layer the gradient sums, the discounted drift of the
@@ -960,9 +1009,15 @@ class IntervalStats:
     reported by :meth:`layer_fields` and carried across a resume by :meth:`state_dict`.
     """
 
-    def __init__(self, params: list[torch.Tensor], angles: list[bool] | None = None):
+    def __init__(
+        self,
+        params: list[torch.Tensor],
+        angles: list[bool] | None = None,
+        joint: list[int] | None = None,
+    ):
         """``angles``: per layer, whether to measure its angular update per step (scale-invariant
-        conv weights; one filter is a row of ``weight.reshape(out_channels, -1)``)."""
+        conv weights; one filter is a row of ``weight.reshape(out_channels, -1)``). ``joint``: the
+        layers of the ``residual_stream`` group, whose joint ``G`` is summed too."""
         n, device = len(params), params[0].device
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.correct = torch.zeros((), dtype=torch.int64, device=device)
@@ -971,6 +1026,8 @@ class IntervalStats:
         self.grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
         self.lr_sq_grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
         self.grad_sq_unit_sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.joint = torch.tensor(joint or [], dtype=torch.long, device=device)
+        self.joint_grad_sq_unit_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.precond_grad_sq_sum = torch.zeros(n, dtype=torch.float64, device=device)
         self.precond_steps = 0
         self.update_sq_unit_sum = torch.zeros(n, dtype=torch.float64, device=device)
@@ -998,7 +1055,8 @@ class IntervalStats:
         drift ``d <- c_t^2 d + lr_t^2 |g_t|^2``; with ``params`` (the weights before the step) also
         the gradient scale ``|g_t|^2 |w_t|^2`` (``G_t``: for a scale-invariant weight a function of its
         direction and of the other parameters, the BN gains and the head that alpha may scale too;
-        ``theory.normalized`` (1))."""
+        ``theory.normalized`` (1)), and for the joint group ``(sum |g_i|^2) (sum |w_i|^2)`` over its
+        tensors (the same identity for the concatenated vector, jointly scale-invariant)."""
         self.norm_sq_decay *= decay * decay
         if grads is None:
             return
@@ -1008,6 +1066,8 @@ class IntervalStats:
             with torch.no_grad():
                 norm_sq = torch.stack(torch._foreach_norm(params)).double().square()
             self.grad_sq_unit_sum += grad_sq * norm_sq
+            if len(self.joint):
+                self.joint_grad_sq_unit_sum += grad_sq[self.joint].sum() * norm_sq[self.joint].sum()
         self.lr_sq_grad_sq_sum += lr * lr * grad_sq
         self.norm_sq_drift.mul_(decay * decay).add_(grad_sq, alpha=lr * lr)
         self.tracked_steps += 1
@@ -1116,6 +1176,29 @@ class IntervalStats:
             for i in range(len(params))
         ]
 
+    def joint_fields(self, since: list[dict[str, float]]) -> dict[str, float]:
+        """The joint group's entries of :meth:`layer_fields` (``since``: its per-layer output): the
+        update norm as the joint vector's, the gradient sums, drift and preconditioned sums summed
+        over the group's tensors (each is a sum of squares), ``grad_norm`` the joint RMS,
+        ``grad_sq_unit_sum`` the joint ``G``; the angles and update forms not measured (NaN)."""
+        nan = float("nan")
+        rows = [since[i] for i in self.joint.tolist()]
+
+        def total(key: str) -> float:
+            return float(sum(row[key] for row in rows))
+
+        tracked = self.tracked_steps > 0
+        return {
+            "update_norm": math.sqrt(sum(row["update_norm"] ** 2 for row in rows)),
+            "grad_norm": math.sqrt(total("grad_sq_sum") / self.tracked_steps) if tracked else nan,
+            "grad_sq_sum": total("grad_sq_sum"),
+            "lr_sq_grad_sq_sum": total("lr_sq_grad_sq_sum"),
+            "norm_sq_drift": total("norm_sq_drift"),
+            "grad_sq_unit_sum": float(self.joint_grad_sq_unit_sum) if tracked else nan,
+            "precond_grad_sq_sum": total("precond_grad_sq_sum"),
+            **dict.fromkeys(_NOT_MEASURED_JOINTLY, nan),
+        }
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "loss_sum": self.loss_sum,
@@ -1126,6 +1209,7 @@ class IntervalStats:
             "lr_sq_grad_sq_sum": self.lr_sq_grad_sq_sum,
             "norm_sq_drift": self.norm_sq_drift,
             "grad_sq_unit_sum": self.grad_sq_unit_sum,
+            "joint_grad_sq_unit_sum": self.joint_grad_sq_unit_sum,
             "precond_grad_sq_sum": self.precond_grad_sq_sum,
             "precond_steps": self.precond_steps,
             "update_sq_unit_sum": self.update_sq_unit_sum,
@@ -1157,6 +1241,8 @@ class IntervalStats:
             self.precond_steps = state["precond_steps"]
             self.update_sq_unit_sum = state["update_sq_unit_sum"].to(device)
             self.update_radial_unit_sum = state["update_radial_unit_sum"].to(device)
+        if "joint_grad_sq_unit_sum" in state:  # checkpoints before the joint group lack it
+            self.joint_grad_sq_unit_sum = state["joint_grad_sq_unit_sum"].to(device)
         start = state["interval_start"]
         self.start = (
             [p.detach().clone() for p in params] if start is None else [t.to(device) for t in start]

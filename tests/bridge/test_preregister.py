@@ -135,5 +135,5 @@ def test_predictions_are_written_before_training(tmp_path):
     c = config(tmp_path, model="mlp-ln")
     path = write_predictions(c, tmp_path / "pre", probe_size=4)
     table = pd.read_csv(path)
-    assert list(table["group"]) == ["scale_invariant", "head", "other"]
+    assert list(table["group"]) == ["scale_invariant", "residual_stream", "head", "other"]
     assert (tmp_path / "pre" / "predictions.json").read_text().count(c.hash) == 1

@@ -21,15 +21,22 @@ def config(**changes) -> RunConfig:
     return RunConfig(**(BASE | changes))
 
 
+def first_batch_backward(c: RunConfig) -> Trainer:
+    """The trainer of ``c`` after a forward and backward of its first minibatch at init (no step):
+    the loss gradients in ``param.grad``, as a one-minibatch probe sees them."""
+    trainer = Trainer(c.replace(channels_last=False))
+    plan = trainer.start_epoch()
+    images, labels = trainer.next_batch(plan.batches[0])
+    torch.nn.functional.cross_entropy(trainer.model(images), labels).backward()
+    return trainer
+
+
 def test_one_minibatch_is_the_gradient_times_the_norm_at_init():
     """G of a one-minibatch probe = |g|^2 |w|^2 of each BN-followed conv on the trainer's first
     batch, computed here by a forward and backward of the same model."""
     c = config(optimizer="sgd", lr=0.05, alpha=2.0)
     probe = probe_gradient_scale(c, 2.0, steps=1)
-    trainer = Trainer(c.replace(channels_last=False))
-    plan = trainer.start_epoch()
-    images, labels = trainer.next_batch(plan.batches[0])
-    torch.nn.functional.cross_entropy(trainer.model(images), labels).backward()
+    trainer = first_batch_backward(c)
     params = dict(trainer.model.named_parameters())
     assert len(probe.layers) == len(trainer.scale_invariant) == 8  # ResNet-9's BN-followed convs
     for row in probe.layers.itertuples():

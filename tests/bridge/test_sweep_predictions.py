@@ -97,7 +97,7 @@ def test_the_sweep_writes_predictions_before_training(tmp_path, capsys):
         for column in ("steps", "epochs", "memory_fraction"):
             np.testing.assert_allclose(table[column], expected[column], rtol=1e-12)
     both = read_sweep_predictions(out)
-    assert len(both) == 6 and set(both["variant"]) == {"sgd-l2", "adamw"}
+    assert len(both) == 2 * 4 and set(both["variant"]) == {"sgd-l2", "adamw"}  # 4 groups each
     # a second call keeps what was written before the runs trained
     assert main([*argv, "--workers", "1"]) == 0
     assert capsys.readouterr().out.count("predictions kept") == 2
@@ -185,7 +185,7 @@ def test_an_index_without_its_note_column_or_a_damaged_table_is_named(tmp_path, 
     index_path = out / "predictions" / "index.csv"
     index = pd.read_csv(index_path)
     index.drop(columns=["note"]).to_csv(index_path, index=False)
-    assert len(read_sweep_predictions(out)) == 6
+    assert len(read_sweep_predictions(out)) == 2 * 4  # 4 groups per pipeline
     table = out / "predictions" / "adamw" / "predictions.csv"
     for damaged in (b"", b"\x00\xff garbage\n1,2,3\n"):
         table.write_bytes(damaged)
