@@ -19,6 +19,10 @@ alphas per pipeline) and computes, from the data only:
   (:func:`~initmem.empirical.memory.spread_null`) and bootstrap interval, and the disagreement between
   alphas minus that between seeds (:func:`~initmem.empirical.memory.disagreement_excess`), from the
   seeds whose runs interpolate at every alpha (a pipeline with fewer than 2 is left out);
+* **function memory kept, gone or cannot tell** per pipeline (:mod:`initmem.bridge.study.equivalence`):
+  the seed-paired difference of the validation-selected test accuracy between the largest and the
+  smallest alpha, "kept" when its 95% interval excludes 0, "gone" when the two one-sided tests put
+  it within the margin fixed in advance, with its seed noise and the seeds "gone" would need;
 * **the spread at each seed count** (:mod:`initmem.bridge.study.seeds`): the spread decision on the
   first k seeds used (k = 2 up to the sweep's), per pipeline and pooled over pipelines, and how many
   seeds (per pipeline) or pipelines (pooled) the observed effect would need to tell;
@@ -47,6 +51,7 @@ from initmem.bridge.measure import prepare_runs
 from initmem.bridge.study import synthetic
 from initmem.bridge.study.calibrate import apply_calibration, calibrate_study
 from initmem.bridge.study.document import document
+from initmem.bridge.study.equivalence import verdict_sentences, verdict_table
 from initmem.bridge.study.seeds import (
     power_note,
     power_sentences,
@@ -78,6 +83,8 @@ class UnitStudy:
     spread_power: pd.DataFrame = field(default_factory=pd.DataFrame)
     unit_by_seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
     no_decision: str = ""  # why the design has no unit decision (:func:`no_decision_reason`)
+    #: kept / gone / cannot tell per pipeline (:func:`initmem.bridge.study.equivalence.verdict_table`)
+    function_verdicts: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
@@ -98,6 +105,11 @@ class UnitStudy:
     def norm_sentences(self) -> list[str]:
         """Per pipeline: did the effective learning rates of the alphas converge?"""
         return memory.norm_sentences(self.norm_end)
+
+    def function_verdict_sentences(self) -> list[str]:
+        """Function memory kept, gone or cannot tell, per pipeline
+        (:func:`initmem.bridge.study.equivalence.verdict_sentences`)."""
+        return verdict_sentences(self.function_verdicts)
 
     def power_sentences(self) -> list[str]:
         """Per pipeline the seeds, pooled the pipelines, the spread would need to tell
@@ -178,6 +190,7 @@ def unit_study(
             seed=seed,
         ),
         no_decision=no_decision_reason(report),
+        function_verdicts=verdict_table(runs),
     )
 
 

@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     for name in (
         "design",
         "function",
+        "function_verdicts",
         "norm_end",
         "groups",
         "measured_vs_predicted",
