@@ -28,7 +28,7 @@ Definitions (each computed per cell from the folder; the measures are :mod:`init
      (:func:`initmem.empirical.memory.norm_memory_end`), decided by the one rule of
      :mod:`initmem.theory.criterion` (:func:`~initmem.theory.criterion.interval_state`):
      ``converged`` (forgotten) / ``apart`` (kept) / ``reversed`` (below 0, the interval excluding 0:
-     not forgotten) / ``cannot tell``; *not defined* for a model whose layer logs mark no weight
+     not forgotten) / ``overshoot`` (above 1, the interval excluding 1: kept) / ``cannot tell``; *not defined* for a model whose layer logs mark no weight
      scale-invariant. Its measured forgetting time: the one decision
      (:func:`initmem.bridge.measure.decide_seeds`: the first logged step where the seed-mean
      ``|norm memory|`` is at most 1/e); *censored* (``> T``) when it never is, or when it ends reversed.
@@ -140,14 +140,16 @@ NORM_STATES = {
     "forgotten": "converged",
     "kept": "apart",
     "reversed": "reversed",
+    "overshoot": "overshoot",
     "cannot tell": "cannot tell",
     "undefined": "cannot tell",
 }
 
 
 def norm_state(memory_end: float, lo: float, hi: float) -> str:
-    """A2: ``converged`` (the interval within 1/e of 0), ``apart`` (above 1/e), ``reversed`` (below
-    0) or ``cannot tell``: :func:`initmem.theory.criterion.interval_state`, named for the study."""
+    """A2: ``converged`` (the interval within 1/e of 0), ``apart`` (above 1/e), ``overshoot`` (above
+    1), ``reversed`` (below 0) or ``cannot tell``: :func:`initmem.theory.criterion.interval_state`,
+    named for the study."""
     return NORM_STATES[interval_state(memory_end, lo, hi)]
 
 
@@ -215,7 +217,7 @@ def law_sentence(model: str, cells: pd.DataFrame) -> str:
     defined = cells[cells["has_scale_invariant"]]
     if defined.empty:
         return ""
-    decided = defined[defined["norm_state"].isin(["converged", "apart", "reversed"])]
+    decided = defined[defined["norm_state"].isin(["converged", "apart", "reversed", "overshoot"])]
     decided = decided[decided["predicted_state"] != "no prediction"]
     match = decided[
         (decided["norm_state"] == "converged")

@@ -171,6 +171,7 @@ def design(study) -> list[str]:
         "spread pp [95%]",
         "function memory",
         "norm memory at end [95%]",
+        "norm state",
     ]
     return [
         "## Design",
@@ -215,6 +216,7 @@ def design_rows(study) -> list[list[str]]:
                 if row["pipeline"] in verdicts.index
                 else MISSING,
                 interval(n["memory_end"], n["lo"], n["hi"]) if n is not None else MISSING,
+                str(n.get("state", MISSING)) if n is not None else MISSING,
             ]
         )
     return rows

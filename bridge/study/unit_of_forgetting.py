@@ -27,7 +27,10 @@ alphas per pipeline) and computes, from the data only:
   first k seeds used (k = 2 up to the sweep's), per pipeline and pooled over pipelines, and how many
   seeds (per pipeline) or pipelines (pooled) the observed effect would need to tell;
 * **norm memory at the end** per pipeline (layer mean over the scaled BN-followed convs) with a
-  t-interval over seeds: whether the effective learning rates of the alphas converged;
+  t-interval over seeds and its state (:func:`initmem.theory.criterion.interval_state`: ``|m|``
+  decides forgetting; below 0 with the interval excluding 0 "reversed", above 1 with the interval
+  excluding 1 "overshoot"), beside the law's predicted memory at the end, which explains a memory
+  outside [0, 1] where it lies on the same side (:func:`norm_end_table`);
 * **where the memory lives**: for pipelines that differ only in ``alpha_groups`` (the ``units``
   preset's part 2), the spread (with its null) and the norm memory of the scaled layers per group.
   At alpha = 1 ``alpha_groups`` changes nothing, so a group pipeline without alpha = 1 runs takes
@@ -63,6 +66,7 @@ from initmem.bridge.units import design_correlation, design_table
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
+from initmem.theory.criterion import interval_state
 
 
 @dataclass
@@ -163,7 +167,7 @@ def unit_study(
         report.decision, calibration, command=f"initmem study {sweep_dir} --calibrate 200"
     )
     function = memory.function_memory(runs, n_boot=max(n_boot, 200), seed=seed)
-    norm_end = memory.norm_memory_end(report.norm_curves, runs)
+    norm_end = norm_end_table(report.norm_curves, report.predicted_curves, runs)
     groups = group_memory(runs, seed=seed, layers=report.layers)
     mvp = (
         report.fit[report.fit["measured"].isin(["norm", "spread"])].reset_index(drop=True)
@@ -192,6 +196,25 @@ def unit_study(
         no_decision=no_decision_reason(report),
         function_verdicts=verdict_table(runs),
     )
+
+
+def norm_end_table(
+    norm_curves: pd.DataFrame, predicted_curves: pd.DataFrame, runs: pd.DataFrame
+) -> pd.DataFrame:
+    """:func:`initmem.empirical.memory.norm_memory_end` with ``state`` (the one rule,
+    :func:`~initmem.theory.criterion.interval_state`) and ``law_memory_end``: the law's predicted
+    memory of the same layers (:func:`initmem.bridge.predict.predicted_memory_curves`, layer mean)
+    at its last step, NaN where the bridge has no prediction for the pipeline."""
+    table = memory.norm_memory_end(norm_curves, runs)
+    if table.empty:
+        return table.assign(state=pd.Series(dtype=str), law_memory_end=pd.Series(dtype=float))
+    law = {}
+    if not predicted_curves.empty:
+        mean = predicted_curves[predicted_curves["layer"] == SCALE_INVARIANT_MEAN]
+        for pipeline, group in mean.groupby("pipeline"):
+            law[pipeline] = float(group.loc[group["step"].idxmax(), "memory"])
+    states = [interval_state(r.memory_end, r.lo, r.hi) for r in table.itertuples()]
+    return table.assign(state=states, law_memory_end=table["pipeline"].map(law).astype(float))
 
 
 def no_decision_reason(report) -> str:
@@ -406,5 +429,6 @@ __all__ = [
     "group_families",
     "group_memory",
     "group_sentences",
+    "norm_end_table",
     "unit_study",
 ]
