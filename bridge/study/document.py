@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.study import framing
-from initmem.bridge.study.calibrate import MAX_ERROR
+from initmem.bridge.study.calibrate import MAX_ERROR, worst_errors
 from initmem.bridge.study.equivalence import (
     EQUIVALENCE_MARGIN_PP,
     GONE_POWER,
@@ -106,7 +106,9 @@ def calibration(study) -> list[str]:
         return parts + [
             "Not computed for this document. `initmem study DIR --calibrate 200` draws 200 synthetic "
             "sweeps of this design under each truth (forgetting in accumulated regularization, in "
-            "epochs, in neither; the seed noise measured here), scores every verdict against the "
+            "epochs, in explicit decay only, in epochs for the pipelines with decay only, in "
+            "neither; a spread rising first; a norm memory ending below 0; the seed noise measured "
+            "here), scores every verdict against the "
             f"known answer and keeps a named unit only where it is wrong in at most {MAX_ERROR:.0%} "
             "of them; "
             "without it a verdict for epochs says cannot tell.",
@@ -140,8 +142,11 @@ def calibration(study) -> list[str]:
     first = next(iter(result.truths.values()))
     parts += [
         f"{result.n_replicas} synthetic sweeps of this design ({result.design.name}) under each "
-        "truth: memory exp(-(u / u0)^k) in accumulated regularization, in epochs, or in neither "
-        f"(each pipeline on its own clock); {truth_text}. Seed noise measured here: norm memory "
+        f"of {len(truths)} truths ({', '.join(truths)}): memory exp(-(u / u0)^k) in a unit "
+        "(accumulated regularization, epochs, explicit decay only), in epochs for the pipelines "
+        "with decay only, or in neither (each pipeline on its own clock), with a spread that "
+        "first rises or a norm memory that ends below 0 where the truth says so "
+        f"(`initmem.bridge.study.synthetic`); {truth_text}. Seed noise measured here: norm memory "
         f"{first.sigma_norm:.3f}, test accuracy {100 * first.sigma_acc:.2f} pp per run, largest "
         f"alpha gap {100 * first.gap:.1f} pp. Each cell: how often the verdict was wrong (or the "
         "95% interval covered the truth), with its 95% Wilson interval; per-pipeline verdicts "
@@ -150,11 +155,21 @@ def calibration(study) -> list[str]:
         table(["verdict", "n", *[f"truth: {t}" for t in truths]], rows),
         "",
     ]
+    worst_any = worst_errors(result.scores)
+    by_cell = errors.set_index(["truth", "verdict"])
     for name, worst in calibrated.allowed.items():
         named = ", ".join(f"{unit} {100 * rate:.1f}%" for unit, rate in worst.items())
+        if name in worst_any:
+            rate, truth, n_truths = worst_any[name]
+            cell = by_cell.loc[(truth, "unit decision (rank)")]
+            parts.append(
+                f"- {name}: the rank decision is wrong, at worst over the {n_truths} truths, in "
+                f"{100 * rate:.1f}% [{100 * cell['lo']:.1f}, {100 * cell['hi']:.1f}] of the "
+                f"replicas (under the truth {truth!r})."
+            )
         parts.append(
-            f"- {name}: the rank decision names a unit wrongly, at worst over the truths, in: "
-            f"{named} (allowed up to {100 * MAX_ERROR:.0f}%)."
+            f"- {name}: it names a unit wrongly, at worst over the truths where that unit is "
+            f"wrong, in: {named} (allowed up to {100 * MAX_ERROR:.0f}%)."
         )
         if name in calibrated.tells:
             parts.append(f"- {name}: {calibrated.tells[name]}.")
