@@ -35,6 +35,7 @@ def document(study, figures: dict[str, str], *, command: str = "", wall: str = "
         *design(study),
         *units(study, figures),
         *function_memory(study),
+        *accuracy(study),
         *seed_counts(study),
         *measured_vs_predicted(study, figures),
         *convergence(study),
@@ -391,6 +392,44 @@ def function_sentences(frame: pd.DataFrame) -> list[str]:
                 f"{', '.join(level['label'])}.",
                 "",
             ]
+    return parts
+
+
+def accuracy(study) -> list[str]:
+    """The test accuracy per pipeline and alpha, and the within-family comparison of the pipelines
+    that forget against those that keep (:mod:`~initmem.bridge.study.accuracy`)."""
+    levels = getattr(study, "accuracy_levels", pd.DataFrame())
+    if levels is None or levels.empty:
+        return []
+    rows = [
+        [
+            str(r["label"]),
+            f"{r['alpha']:g}",
+            str(int(r["n_seeds"])),
+            interval(r["acc_pct"], r["acc_lo"], r["acc_hi"], 2),
+        ]
+        for _, r in levels.iterrows()
+    ]
+    parts = [
+        "## Accuracy levels",
+        "",
+        "Test accuracy of the validation-selected checkpoint per pipeline and alpha: seed mean over "
+        "the finished runs with its 95% t-interval over seeds.",
+        "",
+        table(["pipeline", "alpha", "seeds", "test accuracy % [95%]"], rows),
+        "",
+    ]
+    comparison = getattr(study, "accuracy_comparison", pd.DataFrame())
+    if comparison is not None and not comparison.empty:
+        parts += [
+            "Per optimizer family, the pipelines whose function memory is gone against those "
+            "whose memory is kept: per seed both used, the mean over alphas and pipelines of the "
+            "first minus that of the second, with its 95% t-interval over seeds (cannot tell "
+            "where it includes 0):",
+            "",
+            *[f"- {line}" for line in study.accuracy_sentences()],
+            "",
+        ]
     return parts
 
 

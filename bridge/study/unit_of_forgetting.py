@@ -23,6 +23,9 @@ alphas per pipeline) and computes, from the data only:
   the seed-paired difference of the validation-selected test accuracy between the largest and the
   smallest alpha, "kept" when its 95% interval excludes 0, "gone" when the two one-sided tests put
   it within the margin fixed in advance, with its seed noise and the seeds "gone" would need;
+* **accuracy levels** (:mod:`initmem.bridge.study.accuracy`): the test accuracy per pipeline and
+  alpha (seed mean with its interval), and per optimizer family whether the pipelines whose
+  function memory is gone reach a higher accuracy than those that keep it (seed-paired);
 * **the spread at each seed count** (:mod:`initmem.bridge.study.seeds`): the spread decision on the
   first k seeds used (k = 2 up to the sweep's), per pipeline and pooled over pipelines, and how many
   seeds (per pipeline) or pipelines (pooled) the observed effect would need to tell;
@@ -52,6 +55,11 @@ from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.fitting import fit
 from initmem.bridge.measure import prepare_runs
 from initmem.bridge.study import synthetic
+from initmem.bridge.study.accuracy import (
+    accuracy_comparison,
+    accuracy_levels,
+    comparison_sentences,
+)
 from initmem.bridge.study.calibrate import apply_calibration, calibrate_study
 from initmem.bridge.study.document import document
 from initmem.bridge.study.equivalence import verdict_sentences, verdict_table
@@ -89,6 +97,10 @@ class UnitStudy:
     no_decision: str = ""  # why the design has no unit decision (:func:`no_decision_reason`)
     #: kept / gone / cannot tell per pipeline (:func:`initmem.bridge.study.equivalence.verdict_table`)
     function_verdicts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: test accuracy per pipeline and alpha (:func:`initmem.bridge.study.accuracy.accuracy_levels`)
+    accuracy_levels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: forgetting against keeping pipelines, per family (:func:`~initmem.bridge.study.accuracy.accuracy_comparison`)
+    accuracy_comparison: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
@@ -114,6 +126,11 @@ class UnitStudy:
         """Function memory kept, gone or cannot tell, per pipeline
         (:func:`initmem.bridge.study.equivalence.verdict_sentences`)."""
         return verdict_sentences(self.function_verdicts)
+
+    def accuracy_sentences(self) -> list[str]:
+        """Per optimizer family: do the pipelines that forget reach a higher accuracy
+        (:func:`initmem.bridge.study.accuracy.comparison_sentences`)?"""
+        return comparison_sentences(self.accuracy_comparison)
 
     def power_sentences(self) -> list[str]:
         """Per pipeline the seeds, pooled the pipelines, the spread would need to tell
@@ -167,6 +184,7 @@ def unit_study(
         report.decision, calibration, command=f"initmem study {sweep_dir} --calibrate 200"
     )
     function = memory.function_memory(runs, n_boot=max(n_boot, 200), seed=seed)
+    verdicts = verdict_table(runs)
     norm_end = norm_end_table(report.norm_curves, report.predicted_curves, runs)
     groups = group_memory(runs, seed=seed, layers=report.layers)
     mvp = (
@@ -194,7 +212,9 @@ def unit_study(
             seed=seed,
         ),
         no_decision=no_decision_reason(report),
-        function_verdicts=verdict_table(runs),
+        function_verdicts=verdicts,
+        accuracy_levels=accuracy_levels(runs),
+        accuracy_comparison=accuracy_comparison(runs, verdicts),
     )
 
 

@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         "design",
         "function",
         "function_verdicts",
+        "accuracy_levels",
+        "accuracy_comparison",
         "norm_end",
         "groups",
         "measured_vs_predicted",
