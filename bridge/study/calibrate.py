@@ -18,6 +18,10 @@ prints is computed on each replica with the study's own functions and scored aga
   (:func:`worst_errors`), never a per-truth best.
 * **spread above its null** per pipeline (:func:`~initmem.empirical.memory.spread_null`, p < 0.05):
   wrong where the true spread at the end is below :data:`NULL_SPREAD_PP`.
+* **function memory** per pipeline (:mod:`~initmem.bridge.study.equivalence`, on the differences of
+  the largest and the smallest alpha at the last evaluation): "gone" is wrong where the true
+  difference is at least the margin; "kept" is never wrong here (every truth keeps a difference
+  above 0), so only its power is read (the rate it is said).
 * **norm memory at the end** per pipeline (M4): "converged" is wrong where the true memory's
   ``|n|`` is above ``1/e``, "stayed apart" where it is at or below, "reversed" where it is at or
   above 0, "overshoot" where it is at or below 1.
@@ -46,6 +50,7 @@ import pandas as pd
 
 from initmem.bridge import unit_decision
 from initmem.bridge.fits import COLLAPSE_R2
+from initmem.bridge.study.equivalence import EQUIVALENCE_MARGIN_PP, decide_differences
 from initmem.bridge.study.synthetic import (
     NAMED_TRUTHS,
     TRUTHS,
@@ -174,6 +179,10 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
                 said == "above its null" and true_spread < NULL_SPREAD_PP,
             )
         )
+        said = decide_differences(end[:, -1] - end[:, 0])["verdict"]
+        rows.append(
+            _row("function memory (kept / gone)", p.label, said, _function_wrong(said, true_spread))
+        )
         lo, hi = memory.bootstrap_spread([end[:, a] for a in range(end.shape[1])], seed=seed)
         covers = bool(lo <= true_spread <= hi)
         rows.append(
@@ -198,6 +207,14 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
             )
         )
     return rows
+
+
+def _function_wrong(said: str, true_difference: float) -> bool:
+    """ "gone" is wrong where the true difference is at least the margin; "kept" where it is 0 (no
+    truth of the generator has exactly 0 but ``neither``'s limit: "kept" is scored, never wrong)."""
+    if said == "gone":
+        return abs(true_difference) >= EQUIVALENCE_MARGIN_PP
+    return said == "kept" and true_difference == 0
 
 
 def _norm_wrong(said: str, truth: float) -> bool:

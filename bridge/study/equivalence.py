@@ -51,9 +51,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.study.seeds import MAX_SIZE
 from initmem.empirical import memory, tables
 
+#: The largest size (seeds, pipelines) a search for the size that would tell goes to (E5, and
+#: :func:`initmem.bridge.study.seeds.size_needed`).
+MAX_SIZE = 10_000
 #: The margin of the equivalence test (E3), in pp of test accuracy: fixed in advance, one place.
 EQUIVALENCE_MARGIN_PP = 2.0
 #: Level of each one-sided test of E3 (the 90% interval within the margin).
@@ -173,7 +175,7 @@ def seeds_for_gone(
     alpha: float = TOST_ALPHA,
 ) -> float:
     """E5: the smallest n >= 2 whose :func:`tost_power` at a true difference of 0 is at least
-    ``power``; NaN when none up to :data:`~initmem.bridge.study.seeds.MAX_SIZE` or ``sd`` is
+    ``power``; NaN when none up to :data:`MAX_SIZE` or ``sd`` is
     undefined. The power grows with n, so the search doubles n, then bisects."""
     if not np.isfinite(sd) or sd < 0:
         return math.nan
@@ -205,12 +207,31 @@ def verdict(diff_lo: float, diff_hi: float, equivalent: bool, *, n_seeds: int = 
     return "cannot tell"
 
 
+def decide_differences(d, margin: float = EQUIVALENCE_MARGIN_PP) -> dict:
+    """E2 to E4 on the per-seed differences ``d`` (pp): ``diff_pp`` with its 95% interval
+    ``diff_lo`` / ``diff_hi``, ``sd_pp``, the 90% interval ``tost_lo`` / ``tost_hi``, ``p_tost``
+    and ``verdict``."""
+    d = np.asarray(d, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    mean, lo, hi = memory.mean_interval(d, level=LEVEL) if d.size else (math.nan,) * 3
+    test = tost(d, margin)
+    return {
+        "diff_pp": mean,
+        "diff_lo": lo,
+        "diff_hi": hi,
+        "sd_pp": test["sd"],
+        "tost_lo": test["lo"],
+        "tost_hi": test["hi"],
+        "p_tost": test["p"],
+        "verdict": verdict(lo, hi, test["equivalent"], n_seeds=int(d.size)),
+    }
+
+
 def pipeline_verdict(runs: pd.DataFrame, margin: float = EQUIVALENCE_MARGIN_PP) -> dict:
     """E1 to E6 for one pipeline's finished runs (the keys of :data:`VERDICT_COLUMNS` but
     ``pipeline`` and ``label``)."""
     low, high, seeds, d = paired_differences(runs)
-    mean, lo, hi = memory.mean_interval(d, level=LEVEL) if d.size else (math.nan,) * 3
-    test = tost(d, margin) if d.size else tost([], margin)
+    decided = decide_differences(d, margin)
     perm = {"p_value": math.nan, "p_min": math.nan}
     if d.size:
         used = runs[runs["seed"].isin(seeds)]
@@ -220,16 +241,9 @@ def pipeline_verdict(runs: pd.DataFrame, margin: float = EQUIVALENCE_MARGIN_PP) 
         "alpha_low": low,
         "alpha_high": high,
         "n_seeds_used": int(d.size),
-        "diff_pp": mean,
-        "diff_lo": lo,
-        "diff_hi": hi,
-        "sd_pp": test["sd"],
+        **decided,
         "margin_pp": float(margin),
-        "tost_lo": test["lo"],
-        "tost_hi": test["hi"],
-        "p_tost": test["p"],
-        "verdict": verdict(lo, hi, test["equivalent"], n_seeds=int(d.size)),
-        "seeds_for_gone": seeds_for_gone(test["sd"], margin),
+        "seeds_for_gone": seeds_for_gone(decided["sd_pp"], margin),
         "perm_p": perm["p_value"],
         "perm_p_min": perm["p_min"],
     }
@@ -298,9 +312,11 @@ __all__ = [
     "EQUIVALENCE_MARGIN_PP",
     "GONE_POWER",
     "LEVEL",
+    "MAX_SIZE",
     "TOST_ALPHA",
     "VERDICTS",
     "VERDICT_COLUMNS",
+    "decide_differences",
     "paired_differences",
     "permutation_text",
     "pipeline_verdict",

@@ -149,3 +149,23 @@ def test_the_verdict_error_is_its_worst_over_the_truths():
     assert calibrate.worst_errors(scores) == {"norm": (0.6, "explicit decay only", 3)}
     allowed = calibrate.allowed_verdicts(scores)
     assert allowed["norm"]["accumulated"] == pytest.approx(0.6)
+
+
+def test_the_calibration_scores_the_equivalence_rule():
+    """The function-memory verdict on replicas: with the memory kept whole (true difference 8 pp,
+    4x the margin) "gone" is never said and "kept" nearly always; with the memory gone (true
+    difference 0) and little noise, "gone" nearly always, and never scored wrong."""
+    design = _design(n_seeds=6)
+    verdict = "function memory (kept / gone)"
+    rates = {}
+    for name, scale, sigma in (("whole", 1e4, 0.01), ("gone", 1e-4, 0.003)):
+        truth = synthetic.Truth("accumulated", scale=scale, sigma_acc=sigma, sigma_seed=0.0)
+        result = calibrate.calibrate(design, 10, truths={"accumulated": truth}, n_boot=20)
+        part = result.scores[result.scores["verdict"] == verdict]
+        assert len(part) == 10 * len(design.pipelines)
+        rates[name] = part["said"].value_counts(normalize=True).to_dict()
+        assert not part["wrong"].any()
+    assert rates["whole"].get("gone", 0.0) == 0.0 and rates["whole"].get("kept", 0.0) >= 0.9
+    assert rates["gone"].get("gone", 0.0) >= 0.9
+    assert calibrate._function_wrong("gone", 2.0) and not calibrate._function_wrong("gone", 1.9)
+    assert not calibrate._function_wrong("kept", 0.5) and calibrate._function_wrong("kept", 0.0)
