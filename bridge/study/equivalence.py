@@ -275,8 +275,9 @@ def permutation_text(row) -> str:
 
 
 def verdict_sentences(table: pd.DataFrame) -> list[str]:
-    """The counts of each verdict with the pipelines named, then one sentence per "cannot tell"
-    pipeline with the seeds "gone" would need at its seed noise; every number from ``table``."""
+    """The counts of each verdict with the pipelines named, one sentence per "gone" pipeline whose
+    95% interval excludes 0 (gone within the margin, not 0), then one per "cannot tell" pipeline
+    with the seeds "gone" would need at its seed noise; every number from ``table``."""
     if table.empty:
         return []
     margin = float(table["margin_pp"].iloc[0])
@@ -289,6 +290,13 @@ def verdict_sentences(table: pd.DataFrame) -> list[str]:
         f"Function memory (largest against smallest alpha, validation-selected test accuracy, "
         f"margin +-{margin:g} pp) of {len(table)} pipelines: " + "; ".join(counts) + "."
     ]
+    for _, r in table[table["verdict"] == "gone"].iterrows():
+        if r["diff_lo"] > 0 or r["diff_hi"] < 0:
+            lines.append(
+                f"{r['label']}: gone within the margin, though not 0: difference "
+                f"{r['diff_pp']:+.2f} pp [95% {r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}], 90% "
+                f"[{r['tost_lo']:+.2f}, {r['tost_hi']:+.2f}] within +-{margin:g}."
+            )
     for _, r in table[table["verdict"] == "cannot tell"].iterrows():
         if r["n_seeds_used"] < 2:
             lines.append(f"{r['label']}: cannot tell ({r['n_seeds_used']} seeds used; 2 needed).")

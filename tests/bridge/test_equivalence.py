@@ -102,11 +102,17 @@ def test_permutation_is_printed_only_where_it_can_reach_the_level(n_seeds):
 
 
 def test_sentences_count_the_verdicts_and_say_what_gone_needs():
-    runs = _runs({"zero": (0.0, 0.002), "ten": (0.10, 0.002), "noisy": (0.0, 0.05)})
+    effects = {"zero": (0.0, 0.002), "ten": (0.10, 0.002), "noisy": (0.0, 0.05)}
+    runs = _runs(effects | {"one": (0.01, 0.001)})
     table = eq.verdict_table(runs)
-    first, *rest = eq.verdict_sentences(table)
-    assert "of 3 pipelines: kept in 1: ten; gone in 1: zero; cannot tell in 1: noisy." in first
-    (noisy,) = rest
+    first, one, noisy = eq.verdict_sentences(table)
+    assert "of 4 pipelines: kept in 1: ten; gone in 2: zero, one; cannot tell in 1: noisy." in first
+    # a planted 1 pp with tiny noise: within the margin (gone), its 95% interval excludes 0
+    row = table.set_index("label").loc["one"]
+    assert row["verdict"] == "gone" and row["diff_lo"] > 0
+    assert one.startswith("one: gone within the margin, though not 0: difference ")
+    assert f"{row['diff_pp']:+.2f} pp [95% {row['diff_lo']:+.2f}, {row['diff_hi']:+.2f}]" in one
+    assert row["diff_pp"] == pytest.approx(1.0, abs=0.1)
     row = table.set_index("label").loc["noisy"]
     assert f"from {int(row['seeds_for_gone'])} seeds" in noisy
     assert f"sd {row['sd_pp']:.2f} pp" in noisy
