@@ -397,23 +397,47 @@ NORM_STATE_SENTENCES = {
     "kept": "the effective learning rates of the alphas stayed apart",
     "reversed": "the effective learning rates of the alphas crossed: their order is reversed (not "
     "forgotten)",
+    "overshoot": "the effective learning rates of the alphas moved further apart than at init "
+    "(overshoot: the memory is above 1, not forgotten)",
     "cannot tell": "cannot tell at this size whether the effective learning rates converged",
     "undefined": "the norm memory is undefined (NaN)",
 }
 
 
 def norm_sentences(table: pd.DataFrame) -> list[str]:
-    """One sentence per pipeline of :func:`norm_memory_end` (M4): converged, stayed apart, reversed
-    or cannot tell, by the one rule (:func:`initmem.theory.criterion.interval_state`: the interval
-    against :data:`FORGOTTEN_LEVEL` and 0)."""
+    """One sentence per pipeline of :func:`norm_memory_end` (M4): converged, stayed apart, reversed,
+    overshoot or cannot tell, by the one rule (:func:`initmem.theory.criterion.interval_state`: the
+    interval against :data:`FORGOTTEN_LEVEL`, 0 and 1). With a ``law_memory_end`` column (the law's
+    predicted memory at the end), a memory outside [0, 1] is said explained where the law's lies
+    on the same side, else unexplained."""
     lines = []
     for _, row in table.iterrows():
         numbers = f"norm memory at the end {row['memory_end']:.2f}"
         if np.isfinite(row["lo"]):
             numbers += f" [95% {row['lo']:.2f}, {row['hi']:.2f}], {row['n_seeds']} seeds"
-        state = NORM_STATE_SENTENCES[interval_state(row["memory_end"], row["lo"], row["hi"])]
-        lines.append(f"{row['label']}: {state} ({numbers}; converged means {FORGETTING.name}).")
+        state = interval_state(row["memory_end"], row["lo"], row["hi"])
+        why = _outside_explained(state, row.get("law_memory_end", np.nan))
+        lines.append(
+            f"{row['label']}: {NORM_STATE_SENTENCES[state]} ({numbers}; converged means "
+            f"{FORGETTING.name}){why}."
+        )
     return lines
+
+
+def _outside_explained(state: str, law_end) -> str:
+    """For a memory outside [0, 1] (``reversed`` or ``overshoot``): whether the law's predicted
+    memory at the end (``law_end``, NaN: none) lies on the same side, as a clause."""
+    if state not in ("reversed", "overshoot"):
+        return ""
+    law_end = float(law_end) if law_end is not None else np.nan
+    if not np.isfinite(law_end):
+        return "; unexplained: no law prediction for this pipeline"
+    same = law_end < 0 if state == "reversed" else law_end > 1
+    if same:
+        return f"; the law, fed with this pipeline's logged gradients, predicts {law_end:.2f}: explained"
+    return (
+        f"; unexplained: the law, fed with this pipeline's logged gradients, predicts {law_end:.2f}"
+    )
 
 
 # ====================================================================== a sweep

@@ -31,7 +31,10 @@ measured one with its 95% interval over seeds):
   forgotten within the run* (the end memory says how much is left), or *undefined* when its end is
   NaN: a NaN memory is never read as "not forgotten";
 - one evaluation decided by its interval (the studies' state at the end, :func:`interval_state`):
-  reversed, forgotten (the interval within ``[-level, level]``), kept (``lo > level``) or cannot tell;
+  reversed, forgotten (the interval within ``[-level, level]``), **overshoot** (``lo > 1``: the
+  alphas' effective learning rates further apart than at init, kept and more), kept
+  (``lo > level``) or cannot tell; ``|m|`` decides forgetting, the sign and 1 only name which way
+  a memory that is not forgotten left ``[0, 1]``;
 - an exponential fit ``exp(-t / tau)`` never decides; it may extend a curve that was not forgotten,
   labelled **extrapolated** (e.g. a measured AdamW curve ending at 0.465 has a fitted ``tau`` of 509
   steps within its 640: by this rule it is *not forgotten within the run*).
@@ -61,6 +64,8 @@ from .checks import check_memory, check_number
 LAYER_RULE = "mean over the scaled scale-invariant layers of each layer's norm memory"
 #: The states of one evaluation (:func:`evaluation_states`).
 EVALUATION_STATES = ("forgotten", "reversed", "kept", "undefined")
+#: The states of one evaluation decided by its interval (:func:`interval_state`).
+INTERVAL_STATES = ("forgotten", "reversed", "overshoot", "kept", "cannot tell", "undefined")
 #: The states of a curve (:class:`Decision`).
 DECISION_STATES = ("forgotten", "reversed", "not forgotten", "undefined")
 
@@ -133,9 +138,11 @@ def evaluation_states(memory, lo=None, hi=None, level: float = FORGETTING.level)
 
 
 def interval_state(memory: float, lo: float, hi: float, level: float = FORGETTING.level) -> str:
-    """One evaluation decided by its interval over seeds (the studies' end state): ``reversed``
-    (``hi < 0``), ``forgotten`` (the interval within ``[-level, level]``), ``kept`` (``lo > level``),
-    ``undefined`` (NaN memory) or ``cannot tell`` (an interval across the level, or none)."""
+    """One evaluation decided by its interval over seeds (the studies' end state,
+    :data:`INTERVAL_STATES`): ``reversed`` (``hi < 0``), ``forgotten`` (the interval within
+    ``[-level, level]``), ``overshoot`` (``lo > 1``: the memory is larger than at init),
+    ``kept`` (``lo > level``), ``undefined`` (NaN memory) or ``cannot tell`` (an interval across
+    the level, or none)."""
     if not np.isfinite(memory):
         return "undefined"
     if np.isfinite(hi) and hi < 0:
@@ -144,6 +151,8 @@ def interval_state(memory: float, lo: float, hi: float, level: float = FORGETTIN
         return "cannot tell"
     if hi <= level and lo >= -level:
         return "forgotten"
+    if lo > 1.0:
+        return "overshoot"
     return "kept" if lo > level else "cannot tell"
 
 
@@ -272,6 +281,7 @@ __all__ = [
     "DECISION_STATES",
     "EVALUATION_STATES",
     "FORGETTING",
+    "INTERVAL_STATES",
     "LAYER_RULE",
     "Decision",
     "ForgettingCriterion",

@@ -9,7 +9,9 @@ fitting, plots, preregister, from_run), which imports nothing of it:
   (``architecture_study``), written by :mod:`~initmem.bridge.study.architecture_document`;
 * :mod:`~initmem.bridge.study.calibrate` scores every verdict on synthetic sweeps of a design
   (:mod:`~initmem.bridge.study.synthetic`); :mod:`~initmem.bridge.study.seeds` the spread decision at
-  each seed count; :mod:`~initmem.bridge.study.framing` what a study says of its own sweep.
+  each seed count; :mod:`~initmem.bridge.study.framing` what a study says of its own sweep;
+  :mod:`~initmem.bridge.study.equivalence` function memory kept, gone or cannot tell;
+  :mod:`~initmem.bridge.study.accuracy` the accuracy levels.
 
 The two entry points are loaded on first use (PEP 562).
 """

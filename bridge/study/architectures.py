@@ -28,7 +28,7 @@ Definitions (each computed per cell from the folder; the measures are :mod:`init
      (:func:`initmem.empirical.memory.norm_memory_end`), decided by the one rule of
      :mod:`initmem.theory.criterion` (:func:`~initmem.theory.criterion.interval_state`):
      ``converged`` (forgotten) / ``apart`` (kept) / ``reversed`` (below 0, the interval excluding 0:
-     not forgotten) / ``cannot tell``; *not defined* for a model whose layer logs mark no weight
+     not forgotten) / ``overshoot`` (above 1, the interval excluding 1: kept) / ``cannot tell``; *not defined* for a model whose layer logs mark no weight
      scale-invariant. Its measured forgetting time: the one decision
      (:func:`initmem.bridge.measure.decide_seeds`: the first logged step where the seed-mean
      ``|norm memory|`` is at most 1/e); *censored* (``> T``) when it never is, or when it ends reversed.
@@ -61,14 +61,15 @@ import pandas as pd
 from initmem.bridge import preregister
 from initmem.bridge.measure import decide_seeds
 from initmem.bridge.study.architecture_document import document
+from initmem.bridge.study.equivalence import EQUIVALENCE_MARGIN_PP, paired_differences
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
 from initmem.theory.criterion import FORGETTING, interval_state
 
-#: An accuracy spread whose 95% upper end lies below this (pp) counts as gone (A1), when its
-#: permutation p-value is not small and the seeds could have made it small.
-SPREAD_MARGIN_PP = 2.0
+#: A paired difference whose 95% interval lies within +- this (pp) counts as gone (A1): the one
+#: margin of function memory (:data:`initmem.bridge.study.equivalence.EQUIVALENCE_MARGIN_PP`).
+SPREAD_MARGIN_PP = EQUIVALENCE_MARGIN_PP
 #: Prediction groups that decide a cell (A3): the first one the model has.
 DECIDING_GROUPS = ("scale_invariant", "other")
 
@@ -113,16 +114,13 @@ class ArchitectureStudy:
 # ====================================================================== states
 def paired_difference(runs: pd.DataFrame) -> dict:
     """A1's statistic for one pipeline's finished runs: the mean over the seeds used (M1) of
-    ``acc(alpha_max, s) - acc(alpha_min, s)`` in pp, with its 95% t-interval (``diff_pp``,
-    ``diff_lo``, ``diff_hi``; NaN with fewer than 2 alphas or 2 seeds used)."""
-    seeds = tables.interpolating_seeds(runs)
-    out = {"diff_pp": np.nan, "diff_lo": np.nan, "diff_hi": np.nan}
-    if runs["alpha"].nunique() < 2 or seeds.size < 2:
-        return out
-    used = runs[runs["seed"].isin(seeds)]
-    table = used.pivot_table(index="seed", columns="alpha", values="test_acc") * 100.0
-    diff = table[table.columns.max()] - table[table.columns.min()]
-    mean, lo, hi = memory.mean_interval(diff.to_numpy())
+    ``acc(alpha_max, s) - acc(alpha_min, s)`` in pp (E1 of :mod:`~initmem.bridge.study.equivalence`),
+    with its 95% t-interval (``diff_pp``, ``diff_lo``, ``diff_hi``; NaN with fewer than 2 alphas or
+    2 seeds used)."""
+    d = paired_differences(runs)[3]
+    if d.size < 2:
+        return {"diff_pp": np.nan, "diff_lo": np.nan, "diff_hi": np.nan}
+    mean, lo, hi = memory.mean_interval(d)
     return {"diff_pp": mean, "diff_lo": lo, "diff_hi": hi}
 
 
@@ -142,14 +140,16 @@ NORM_STATES = {
     "forgotten": "converged",
     "kept": "apart",
     "reversed": "reversed",
+    "overshoot": "overshoot",
     "cannot tell": "cannot tell",
     "undefined": "cannot tell",
 }
 
 
 def norm_state(memory_end: float, lo: float, hi: float) -> str:
-    """A2: ``converged`` (the interval within 1/e of 0), ``apart`` (above 1/e), ``reversed`` (below
-    0) or ``cannot tell``: :func:`initmem.theory.criterion.interval_state`, named for the study."""
+    """A2: ``converged`` (the interval within 1/e of 0), ``apart`` (above 1/e), ``overshoot`` (above
+    1), ``reversed`` (below 0) or ``cannot tell``: :func:`initmem.theory.criterion.interval_state`,
+    named for the study."""
     return NORM_STATES[interval_state(memory_end, lo, hi)]
 
 
@@ -217,7 +217,7 @@ def law_sentence(model: str, cells: pd.DataFrame) -> str:
     defined = cells[cells["has_scale_invariant"]]
     if defined.empty:
         return ""
-    decided = defined[defined["norm_state"].isin(["converged", "apart", "reversed"])]
+    decided = defined[defined["norm_state"].isin(["converged", "apart", "reversed", "overshoot"])]
     decided = decided[decided["predicted_state"] != "no prediction"]
     match = decided[
         (decided["norm_state"] == "converged")

@@ -3,18 +3,28 @@
 Setting
 -------
 :mod:`initmem.bridge.study.synthetic` draws replicas of a sweep's design under a stated truth (forgetting in
-accumulated regularization, in epochs, or in neither; seed noise around it). Every verdict the study
+accumulated regularization, in epochs, in explicit decay only, in epochs for the pipelines with
+decay only, in neither; a spread that first rises, a norm memory that ends below 0; seed noise
+around it). Every verdict the study
 prints is computed on each replica with the study's own functions and scored against the truth:
 
 * **unit decision** per memory (norm, spread): the rank decision
   (:func:`initmem.bridge.unit_decision.rank_bootstrap`, the study's rule) and, with ``rules`` including
   ``"loo"``, the leave-one-pipeline-out R^2 rule it replaced (:func:`~initmem.bridge.unit_decision.unit_bootstrap`)
   and its collapse sentence. Naming a unit other than the truth's is wrong (under ``neither`` any
-  named unit is wrong); "cannot tell" is never wrong, only powerless.
+  named unit is wrong, and so under every truth whose unit is not a deciding one for every pipeline,
+  :attr:`~initmem.bridge.study.synthetic.Truth.right`); "cannot tell" is never wrong, only
+  powerless. The verdict's error on a design is its **worst** over the truths
+  (:func:`worst_errors`), never a per-truth best.
 * **spread above its null** per pipeline (:func:`~initmem.empirical.memory.spread_null`, p < 0.05):
   wrong where the true spread at the end is below :data:`NULL_SPREAD_PP`.
-* **norm memory at the end** per pipeline (M4): "converged" is wrong where the true memory is at or
-  above ``1/e``, "stayed apart" where it is at or below.
+* **function memory** per pipeline (:mod:`~initmem.bridge.study.equivalence`, on the differences of
+  the largest and the smallest alpha at the last evaluation): "gone" is wrong where the true
+  difference is at least the margin; "kept" is never wrong here (every truth keeps a difference
+  above 0), so only its power is read (the rate it is said).
+* **norm memory at the end** per pipeline (M4): "converged" is wrong where the true memory's
+  ``|n|`` is above ``1/e``, "stayed apart" where it is at or below, "reversed" where it is at or
+  above 0, "overshoot" where it is at or below 1.
 * **coverage** of the 95% intervals the study prints that have a true value: the spread's bootstrap
   interval (:func:`~initmem.empirical.memory.bootstrap_spread`) and the norm memory's t-interval. The
   R^2 intervals describe a fit and have no true value in the generator: not scored.
@@ -40,7 +50,17 @@ import pandas as pd
 
 from initmem.bridge import unit_decision
 from initmem.bridge.fits import COLLAPSE_R2
-from initmem.bridge.study.synthetic import TRUTHS, Design, Truth, draw, replica_cubes
+from initmem.bridge.study.equivalence import EQUIVALENCE_MARGIN_PP, decide_differences
+from initmem.bridge.study.synthetic import (
+    NAMED_TRUTHS,
+    TRUTHS,
+    Design,
+    Truth,
+    draw,
+    named_truths,
+    replica_cubes,
+    right_verdict,
+)
 from initmem.empirical import memory
 from initmem.theory.criterion import interval_state
 
@@ -81,10 +101,9 @@ def score_replica(
     Rows: ``verdict`` (what kind), ``subject`` (memory or pipeline), ``said``, ``wrong`` (bool) and,
     for intervals, ``verdict = "... interval covers the truth"`` with ``said`` "covers" / "misses".
     """
-    truth = replica.truth.unit
     cubes = replica_cubes(replica)
     rows = []
-    right_unit = truth if truth != "neither" else "cannot tell"
+    right_unit = replica.truth.right
     if "rank" in rules:
         table = unit_decision.rank_bootstrap(cubes, n_boot=n_boot, seed=seed)
         for _, r in table.iterrows():
@@ -114,8 +133,8 @@ def score_replica(
             )
         for _, r in intervals[intervals["unit"] == "accumulated"].iterrows():
             said = _loo_collapse(r)
-            wrong = (said == "do not collapse" and truth == "accumulated") or (
-                said == "collapse" and truth != "accumulated"
+            wrong = (said == "do not collapse" and right_unit == "accumulated") or (
+                said == "collapse" and right_unit != "accumulated"
             )
             rows.append(_row("collapse (LOO R^2)", r["memory"], said, wrong))
     if per_pipeline:
@@ -137,14 +156,19 @@ def _loo_collapse(row) -> str:
 
 
 def _pipeline_rows(replica, *, seed: int) -> list[dict]:
-    """Per pipeline: spread against its null, its interval, norm memory at the end and its interval."""
+    """Per pipeline: spread against its null, its interval, norm memory at the end and its interval.
+
+    The norm memory's state is the one rule's (:func:`~initmem.theory.criterion.interval_state`):
+    "converged" is wrong where the true end memory has ``|n| > 1/e``, "stayed apart" where
+    ``|n| <= 1/e``, "reversed" where ``n >= 0``, "overshoot" where ``n <= 1``."""
     rows = []
-    truths = replica.memory
-    for p, acc, norm, m in zip(
-        replica.design.pipelines, replica.accuracy, replica.norm, truths, strict=True
+    norms = replica.true_norm or replica.memory
+    fractions = replica.true_fraction or replica.memory
+    for p, acc, norm, n_true, f_true in zip(
+        replica.design.pipelines, replica.accuracy, replica.norm, norms, fractions, strict=True
     ):
         end = 100.0 * acc[:, :, -1]  # (seeds, alphas) pp: the validation-selected checkpoint
-        true_spread = 100.0 * replica.truth.gap * m[-1]
+        true_spread = 100.0 * replica.truth.gap * f_true[-1]
         null = memory.spread_null(end, seed=seed)
         said = "above its null" if null["p_value"] < memory.ALPHA_LEVEL else "not above"
         rows.append(
@@ -154,6 +178,10 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
                 said,
                 said == "above its null" and true_spread < NULL_SPREAD_PP,
             )
+        )
+        said = decide_differences(end[:, -1] - end[:, 0])["verdict"]
+        rows.append(
+            _row("function memory (kept / gone)", p.label, said, _function_wrong(said, true_spread))
         )
         lo, hi = memory.bootstrap_spread([end[:, a] for a in range(end.shape[1])], seed=seed)
         covers = bool(lo <= true_spread <= hi)
@@ -166,14 +194,10 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
             )
         )
         value, nlo, nhi = memory.mean_interval(norm[:, -1])
-        level = memory.FORGOTTEN_LEVEL
         state = interval_state(value, nlo, nhi)  # the one rule of theory.criterion
         said = {"forgotten": "converged", "kept": "stayed apart"}.get(state, state)
-        wrong = (said == "converged" and abs(m[-1]) > level) or (
-            said == "stayed apart" and abs(m[-1]) <= level
-        )
-        rows.append(_row("norm memory at the end", p.label, said, wrong))
-        covers = bool(nlo <= m[-1] <= nhi)
+        rows.append(_row("norm memory at the end", p.label, said, _norm_wrong(said, n_true[-1])))
+        covers = bool(nlo <= n_true[-1] <= nhi)
         rows.append(
             _row(
                 "norm interval covers the truth",
@@ -183,6 +207,25 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
             )
         )
     return rows
+
+
+def _function_wrong(said: str, true_difference: float) -> bool:
+    """ "gone" is wrong where the true difference is at least the margin; "kept" where it is 0 (no
+    truth of the generator has exactly 0 but ``neither``'s limit: "kept" is scored, never wrong)."""
+    if said == "gone":
+        return abs(true_difference) >= EQUIVALENCE_MARGIN_PP
+    return said == "kept" and true_difference == 0
+
+
+def _norm_wrong(said: str, truth: float) -> bool:
+    """Whether a norm-memory state ``said`` is wrong for the true end memory ``truth``."""
+    level = memory.FORGOTTEN_LEVEL
+    return {
+        "converged": abs(truth) > level,
+        "stayed apart": abs(truth) <= level,
+        "reversed": truth >= 0,
+        "overshoot": truth <= 1,
+    }.get(said, False)
 
 
 # ----------------------------------------------------------------------------------- many replicas
@@ -241,8 +284,8 @@ def calibrate(
 ) -> Calibration:
     """``n_replicas`` replicas of ``design`` under each truth of :data:`TRUTHS`, every verdict scored.
 
-    ``truths``: ``{unit: Truth}`` (default: :class:`~initmem.bridge.study.synthetic.Truth` of each unit with
-    its default noise). Replica i under a truth draws from ``(seed, i, truth)`` alone, so reruns agree
+    ``truths``: ``{name: Truth}``, names of :data:`~initmem.bridge.study.synthetic.TRUTHS` (default:
+    :func:`~initmem.bridge.study.synthetic.named_truths`, each with its default noise). Replica i under a truth draws from ``(seed, i, truth)`` alone, so reruns agree
     and ``workers`` processes (each scoring a share of the replicas) give the same table as one.
     """
     if n_replicas < 1:
@@ -250,7 +293,7 @@ def calibrate(
     if workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
     workers = capped_workers(workers)
-    truths = truths or {unit: Truth(unit) for unit in TRUTHS}
+    truths = truths or named_truths()
     start = time.monotonic()
     options = dict(rules=tuple(rules), n_boot=n_boot, seed=seed, per_pipeline=per_pipeline)
     jobs = [(design, unit, truth, list(range(n_replicas))) for unit, truth in truths.items()]
@@ -343,7 +386,8 @@ def error_table(scores: pd.DataFrame) -> pd.DataFrame:
 
 def allowed_verdicts(scores: pd.DataFrame, verdict: str = "unit decision (rank)") -> dict:
     """Per subject (memory) of ``verdict``: ``{said: worst error rate}`` for each named outcome, the
-    largest over the truths where saying it is wrong of the fraction of replicas that said it."""
+    largest over the truths where saying it is wrong (:func:`~initmem.bridge.study.synthetic.right_verdict`
+    differs) of the fraction of replicas that said it."""
     part = scores[scores["verdict"] == verdict]
     out: dict = {}
     for subject, group in part.groupby("subject", sort=False):
@@ -352,10 +396,21 @@ def allowed_verdicts(scores: pd.DataFrame, verdict: str = "unit decision (rank)"
             rates = [
                 float((g["said"] == said).mean())
                 for truth, g in group.groupby("truth", sort=False)
-                if truth != said
+                if right_verdict(truth) != said
             ]
             worst[said] = max(rates) if rates else math.nan
         out[subject] = worst
+    return out
+
+
+def worst_errors(scores: pd.DataFrame, verdict: str = "unit decision (rank)") -> dict:
+    """Per subject (memory) of ``verdict``: ``(error, truth, n_truths)``, the largest over the
+    truths of the fraction of replicas whose verdict was wrong, the truth where it is, and how many
+    truths were drawn (the verdict's error on this design, stated as its worst)."""
+    out = {}
+    for subject, group in scores[scores["verdict"] == verdict].groupby("subject", sort=False):
+        rates = group.groupby("truth", sort=False)["wrong"].mean()
+        out[subject] = (float(rates.max()), str(rates.idxmax()), int(rates.size))
     return out
 
 
@@ -397,7 +452,7 @@ def power_table(
         )
         part = result.scores[result.scores["verdict"] == "unit decision (rank)"]
         for (truth, subject), group in part.groupby(["truth", "subject"], sort=False):
-            right = truth if truth != "neither" else "cannot tell"
+            right = right_verdict(truth)
             n = len(group)
             good, bad = int((group["said"] == right).sum()), int(group["wrong"].sum())
             power_lo, power_hi = wilson_interval(good, n)
@@ -429,13 +484,14 @@ def power_table(
 def design_that_tells(power: pd.DataFrame, memory_name: str, unit: str, target: float = 0.8) -> str:
     """The smallest design of ``power`` (fewest runs) whose rank decision on ``memory_name`` names
     ``unit`` in at least ``target`` of the replicas where it is true, and names it in at most
-    :data:`MAX_ERROR` of the replicas of every other truth (``said_<unit>``); a sentence
-    ("5 seeds x 12 pipelines ..." or none found)."""
+    :data:`MAX_ERROR` of the replicas of every truth where it is wrong (``said_<unit>``); a
+    sentence ("5 seeds x 12 pipelines ..." or none found)."""
     part = power[power["memory"] == memory_name]
     candidates = []
     for (s, p), group in part.groupby(["seeds", "pipelines"]):
         mine = group[group["truth"] == unit]
-        others = group[group["truth"] != unit][f"said_{unit}"]
+        wrong = group["truth"].map(right_verdict) != unit
+        others = group[wrong][f"said_{unit}"]
         if mine.empty or mine["power"].iloc[0] < target or (others > MAX_ERROR).any():
             continue
         candidates.append(
@@ -452,12 +508,14 @@ def design_that_tells(power: pd.DataFrame, memory_name: str, unit: str, target: 
         largest = part[["n_seeds", "n_pipelines"]].max()
         return (
             f"no design up to {largest['n_seeds']} seeds x {largest['n_pipelines']} pipelines tells "
-            f"(power >= {target:.0%}, {unit} named in <= {MAX_ERROR:.0%} under the other truths)"
+            f"(power >= {target:.0%}, {unit} named in <= {MAX_ERROR:.0%} under the truths where it "
+            "is wrong)"
         )
     _, s, p, n_seeds, n_pipes, power_value = min(candidates)
     return (
         f"{n_seeds} seeds x {n_pipes} pipelines (x{s} seeds, x{p} pipelines) would tell: power "
-        f"{power_value:.0%} with {unit} named in <= {MAX_ERROR:.0%} under the other truths"
+        f"{power_value:.0%} with {unit} named in <= {MAX_ERROR:.0%} under the truths where it is "
+        "wrong"
     )
 
 
@@ -478,12 +536,14 @@ __all__ = [
     "score_replica",
     "truths_from",
     "wilson_interval",
+    "worst_errors",
 ]
 
 
 # ----------------------------------------------------------------------------------- the study's own
 def truths_from(report) -> dict:
-    """The three truths (S1) with the noise of a real sweep: ``report`` a
+    """The named truths (S1, S1'; :data:`~initmem.bridge.study.synthetic.NAMED_TRUTHS`) with the
+    noise of a real sweep: ``report`` a
     :class:`~initmem.bridge.fitting.BridgeReport` (its ``cubes`` and ``units``).
 
     ``sigma_norm``: the pooled seed-to-seed standard deviation of the norm memory over the evaluations
@@ -507,13 +567,15 @@ def truths_from(report) -> dict:
     }
     units = getattr(report, "units", pd.DataFrame())
     out = {}
-    for unit in TRUTHS:
-        scale, shape = None, 1.0
-        if unit != "neither" and not units.empty and "scale" in units:
+    for name in TRUTHS:
+        settings = NAMED_TRUTHS[name]
+        unit, scale, shape = settings["unit"], None, 1.0
+        fitted = unit != "neither" and not settings.get("decay_only", False)
+        if fitted and not units.empty and "scale" in units:
             row = units[(units["memory"] == "norm") & (units["unit"] == unit)]
             if not row.empty and np.isfinite(row["scale"].iloc[0]) and row["scale"].iloc[0] > 0:
                 scale, shape = float(row["scale"].iloc[0]), float(row["shape"].iloc[0])
-        out[unit] = Truth(unit, scale=scale, shape=shape, **common)
+        out[name] = Truth(**(settings | {"scale": scale, "shape": shape} | common))
     return out
 
 
@@ -638,8 +700,15 @@ def apply_calibration(
             if winner in unit_decision.DECIDING_UNITS:
                 rate = worst.get(winner, math.nan)
                 note = (
-                    f"calibrated: named wrongly in {rate:.1%} of {n} synthetic replicas per truth"
+                    f"calibrated: {winner} named wrongly in at most {rate:.1%} of {n} synthetic "
+                    "replicas per truth"
                 )
+                error = worst_errors(calibrated.calibration.scores).get(row["memory"])
+                if error is not None:
+                    note += (
+                        f"; the decision is wrong in {error[0]:.1%} of replicas under the truth "
+                        f"{error[1]!r}, its worst over the {error[2]} truths"
+                    )
                 if not rate <= MAX_ERROR:
                     why = (
                         f"naming {winner} here would be wrong in {rate:.1%} of {n} synthetic "

@@ -14,7 +14,13 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.study import framing
-from initmem.bridge.study.calibrate import MAX_ERROR
+from initmem.bridge.study.calibrate import MAX_ERROR, worst_errors
+from initmem.bridge.study.equivalence import (
+    EQUIVALENCE_MARGIN_PP,
+    GONE_POWER,
+    TOST_ALPHA,
+    permutation_text,
+)
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
 from initmem.theory.criterion import FORGETTING, LAYER_RULE
@@ -29,6 +35,7 @@ def document(study, figures: dict[str, str], *, command: str = "", wall: str = "
         *design(study),
         *units(study, figures),
         *function_memory(study),
+        *accuracy(study),
         *seed_counts(study),
         *measured_vs_predicted(study, figures),
         *convergence(study),
@@ -100,7 +107,9 @@ def calibration(study) -> list[str]:
         return parts + [
             "Not computed for this document. `initmem study DIR --calibrate 200` draws 200 synthetic "
             "sweeps of this design under each truth (forgetting in accumulated regularization, in "
-            "epochs, in neither; the seed noise measured here), scores every verdict against the "
+            "epochs, in explicit decay only, in epochs for the pipelines with decay only, in "
+            "neither; a spread rising first; a norm memory ending below 0; the seed noise measured "
+            "here), scores every verdict against the "
             f"known answer and keeps a named unit only where it is wrong in at most {MAX_ERROR:.0%} "
             "of them; "
             "without it a verdict for epochs says cannot tell.",
@@ -134,8 +143,11 @@ def calibration(study) -> list[str]:
     first = next(iter(result.truths.values()))
     parts += [
         f"{result.n_replicas} synthetic sweeps of this design ({result.design.name}) under each "
-        "truth: memory exp(-(u / u0)^k) in accumulated regularization, in epochs, or in neither "
-        f"(each pipeline on its own clock); {truth_text}. Seed noise measured here: norm memory "
+        f"of {len(truths)} truths ({', '.join(truths)}): memory exp(-(u / u0)^k) in a unit "
+        "(accumulated regularization, epochs, explicit decay only), in epochs for the pipelines "
+        "with decay only, or in neither (each pipeline on its own clock), with a spread that "
+        "first rises or a norm memory that ends below 0 where the truth says so "
+        f"(`initmem.bridge.study.synthetic`); {truth_text}. Seed noise measured here: norm memory "
         f"{first.sigma_norm:.3f}, test accuracy {100 * first.sigma_acc:.2f} pp per run, largest "
         f"alpha gap {100 * first.gap:.1f} pp. Each cell: how often the verdict was wrong (or the "
         "95% interval covered the truth), with its 95% Wilson interval; per-pipeline verdicts "
@@ -144,11 +156,21 @@ def calibration(study) -> list[str]:
         table(["verdict", "n", *[f"truth: {t}" for t in truths]], rows),
         "",
     ]
+    worst_any = worst_errors(result.scores)
+    by_cell = errors.set_index(["truth", "verdict"])
     for name, worst in calibrated.allowed.items():
         named = ", ".join(f"{unit} {100 * rate:.1f}%" for unit, rate in worst.items())
+        if name in worst_any:
+            rate, truth, n_truths = worst_any[name]
+            cell = by_cell.loc[(truth, "unit decision (rank)")]
+            parts.append(
+                f"- {name}: the rank decision is wrong, at worst over the {n_truths} truths, in "
+                f"{100 * rate:.1f}% [{100 * cell['lo']:.1f}, {100 * cell['hi']:.1f}] of the "
+                f"replicas (under the truth {truth!r})."
+            )
         parts.append(
-            f"- {name}: the rank decision names a unit wrongly, at worst over the truths, in: "
-            f"{named} (allowed up to {100 * MAX_ERROR:.0f}%)."
+            f"- {name}: it names a unit wrongly, at worst over the truths where that unit is "
+            f"wrong, in: {named} (allowed up to {100 * MAX_ERROR:.0f}%)."
         )
         if name in calibrated.tells:
             parts.append(f"- {name}: {calibrated.tells[name]}.")
@@ -160,7 +182,13 @@ def design(study) -> list[str]:
     corr, frame = study.correlation, study.design
     n_all = corr.get("n_all", corr["n"])
     header = ["variant", "pipeline", "alpha on", "alphas", "epochs", "steps", "accumulated"]
-    header += ["interpolating runs", "spread pp [95%]", "p (null)", "norm memory at end [95%]"]
+    header += [
+        "interpolating runs",
+        "spread pp [95%]",
+        "function memory",
+        "norm memory at end [95%]",
+        "norm state",
+    ]
     return [
         "## Design",
         "",
@@ -177,8 +205,10 @@ def design(study) -> list[str]:
 
 
 def design_rows(study) -> list[list[str]]:
-    """One row per pipeline of the design: settings, units, interpolation, spread, norm memory."""
+    """One row per pipeline of the design: settings, units, interpolation, spread, the function
+    memory's verdict (:mod:`~initmem.bridge.study.equivalence`), norm memory."""
     function = _by_pipeline(study.function)
+    verdicts = _by_pipeline(getattr(study, "function_verdicts", pd.DataFrame()))
     norm = _by_pipeline(study.norm_end)
     rows = []
     for _, row in study.design.iterrows():
@@ -198,8 +228,11 @@ def design_rows(study) -> list[list[str]]:
                 number(row["accumulated"], 3, "g"),
                 f"{row['runs_interpolating']}/{row['runs_done']}",
                 spread,
-                number(f["p_value"], 3) if f is not None else MISSING,
+                str(verdicts.loc[row["pipeline"], "verdict"])
+                if row["pipeline"] in verdicts.index
+                else MISSING,
                 interval(n["memory_end"], n["lo"], n["hi"]) if n is not None else MISSING,
+                str(n.get("state", MISSING)) if n is not None else MISSING,
             ]
         )
     return rows
@@ -240,48 +273,100 @@ def units(study, figures: dict[str, str]) -> list[str]:
 
 
 def function_memory(study) -> list[str]:
-    """Spread (M2) and disagreement excess (M3) per pipeline, and the sentences on them."""
+    """Per pipeline: the spread (M2), the verdict kept / gone / cannot tell on the seed-paired
+    difference (:mod:`~initmem.bridge.study.equivalence`) with its seed noise, the disagreement
+    excess (M3); then the sentences on them."""
     parts = ["## Function memory against its noise floor", ""]
     frame = study.function
     if frame.empty:
         return parts
-    rows = [
-        [
-            str(r["label"]),
-            str(r.get("n_seeds_used", "")),
-            interval(r["spread_pp"], r.get("spread_lo", np.nan), r.get("spread_hi", np.nan), 1),
-            number(r.get("null_mean_pp", np.nan), 1),
-            number(r["p_value"], 3),
-            interval(
-                r.get("excess", np.nan), r.get("excess_lo", np.nan), r.get("excess_hi", np.nan), 3
-            ),
-        ]
-        for _, r in frame.iterrows()
-    ]
-    header = ["pipeline", "seeds", "spread pp [95%]", "null pp", "p", "disagreement excess [95%]"]
+    verdicts = _by_pipeline(getattr(study, "function_verdicts", pd.DataFrame()))
+    rows = []
+    for _, r in frame.iterrows():
+        v = verdicts.loc[r["pipeline"]] if r["pipeline"] in verdicts.index else None
+        rows.append(
+            [
+                str(r["label"]),
+                str(r.get("n_seeds_used", "")),
+                interval(r["spread_pp"], r.get("spread_lo", np.nan), r.get("spread_hi", np.nan), 1),
+                spread_p_text(r),
+                *(_verdict_cells(v) if v is not None else [MISSING] * 5),
+                interval(
+                    r.get("excess", np.nan),
+                    r.get("excess_lo", np.nan),
+                    r.get("excess_hi", np.nan),
+                    3,
+                ),
+            ]
+        )
+    header = ["pipeline", "seeds", "spread pp [95%]", "p", "largest - smallest alpha pp [95%]"]
+    header += ["seed sd pp", "90% (TOST)", "function memory", "seeds for gone"]
+    header += ["disagreement excess [95%]"]
     return parts + [
         "Spread of the validation-selected test accuracy across alpha (bootstrap interval over "
-        "seeds), its noise floor (mean spread with the alpha labels permuted within each seed) "
-        "and the permutation p-value; the disagreement between alphas (same seed) minus the "
-        "disagreement between seeds (same alpha), with a bootstrap interval over seeds.",
+        "seeds) and its within-seed permutation p-value, printed only where the seeds allow a "
+        f"p-value below {memory.ALPHA_LEVEL}; the seed-paired difference between the largest and "
+        "the smallest alpha with its 95% t-interval, its noise floor (the seed-to-seed sd of that "
+        "difference) and its 90% interval, which decide *function memory* "
+        f"(kept: the 95% interval excludes 0; gone: the two one-sided tests put it within "
+        f"+-{EQUIVALENCE_MARGIN_PP:g} pp; else cannot tell), and the seeds at which a pipeline "
+        f"that forgot would be called gone with probability {GONE_POWER:.1f} at that seed noise; "
+        "the disagreement between alphas (same seed) minus the disagreement between seeds (same "
+        "alpha), with a bootstrap interval over seeds.",
         "",
         table(header, rows),
+        "",
+        *[f"- {line}" for line in study.function_verdict_sentences()],
         "",
         *function_sentences(frame),
     ]
 
 
+def spread_p_text(row) -> str:
+    """The spread's permutation p-value (M2) where its smallest attainable value is below
+    :data:`~initmem.empirical.memory.ALPHA_LEVEL`, else why it is not printed."""
+    return permutation_text({"perm_p": row.get("p_value"), "perm_p_min": row.get("p_min")})
+
+
+def _verdict_cells(v) -> list[str]:
+    """The function-memory verdict's cells of one pipeline (E1 to E5)."""
+    need = v["seeds_for_gone"]
+    return [
+        interval(v["diff_pp"], v["diff_lo"], v["diff_hi"], 1),
+        number(v["sd_pp"], 2),
+        f"[{number(v['tost_lo'], 1)}, {number(v['tost_hi'], 1)}]",
+        str(v["verdict"]),
+        f"{int(need)}" if np.isfinite(need) else MISSING,
+    ]
+
+
 def function_sentences(frame: pd.DataFrame) -> list[str]:
-    """How many spreads are above their null (p < ALPHA_LEVEL) or at the smallest attainable p, and
-    how many disagreement excesses lie above 0."""
-    above = frame[frame["p_value"] < memory.ALPHA_LEVEL]
-    floor = frame[np.isclose(frame["p_value"].astype(float), frame["p_min"].astype(float))]
-    parts = [
-        f"{len(above)} of {int(frame['p_value'].notna().sum())} pipelines with function "
-        f"statistics have a spread above its permutation null at p < {memory.ALPHA_LEVEL}"
+    """Among the pipelines whose seeds allow a permutation p-value below ALPHA_LEVEL, how many
+    spreads are above their null; how many reach the smallest attainable p; how many disagreement
+    excesses lie above 0."""
+    p_min = frame["p_min"].astype(float)
+    testable = frame[p_min < memory.ALPHA_LEVEL]
+    untestable = frame[frame["p_value"].notna() & ~(p_min < memory.ALPHA_LEVEL)]
+    above = testable[testable["p_value"] < memory.ALPHA_LEVEL]
+    floor = frame[np.isclose(frame["p_value"].astype(float), p_min)]
+    first = (
+        f"{len(above)} of {len(testable)} pipelines whose seeds allow it have a spread above "
+        f"its permutation null at p < {memory.ALPHA_LEVEL}"
         + (f": {', '.join(above['label'])}." if len(above) else ".")
+        if len(testable)
+        else ""
+    )
+    if len(untestable):
+        first += (
+            f" {len(untestable)} pipeline{'s' if len(untestable) != 1 else ''} cannot reach p < "
+            f"{memory.ALPHA_LEVEL} with {'their' if len(untestable) != 1 else 'its'} seeds "
+            f"(smallest attainable p {float(untestable['p_min'].min()):.3g}): no permutation test "
+            "is printed there."
+        )
+    parts = [
+        first.strip()
         + f" {len(floor)} reach the smallest p-value their seeds allow (every seed ranks the "
-        "alphas the same way; with two alphas it is 2 / 2^seeds, 1/16 for 5 seeds)"
+        "alphas the same way; with two alphas and n seeds it is 2 / 2^n)"
         + (f": {', '.join(_floor_labels(floor, frame))}." if len(floor) else "."),
         "",
     ]
@@ -307,6 +392,44 @@ def function_sentences(frame: pd.DataFrame) -> list[str]:
                 f"{', '.join(level['label'])}.",
                 "",
             ]
+    return parts
+
+
+def accuracy(study) -> list[str]:
+    """The test accuracy per pipeline and alpha, and the within-family comparison of the pipelines
+    that forget against those that keep (:mod:`~initmem.bridge.study.accuracy`)."""
+    levels = getattr(study, "accuracy_levels", pd.DataFrame())
+    if levels is None or levels.empty:
+        return []
+    rows = [
+        [
+            str(r["label"]),
+            f"{r['alpha']:g}",
+            str(int(r["n_seeds"])),
+            interval(r["acc_pct"], r["acc_lo"], r["acc_hi"], 2),
+        ]
+        for _, r in levels.iterrows()
+    ]
+    parts = [
+        "## Accuracy levels",
+        "",
+        "Test accuracy of the validation-selected checkpoint per pipeline and alpha: seed mean over "
+        "the finished runs with its 95% t-interval over seeds.",
+        "",
+        table(["pipeline", "alpha", "seeds", "test accuracy % [95%]"], rows),
+        "",
+    ]
+    comparison = getattr(study, "accuracy_comparison", pd.DataFrame())
+    if comparison is not None and not comparison.empty:
+        parts += [
+            "Per optimizer family, the pipelines whose function memory is gone against those "
+            "whose memory is kept: per seed both used, the mean over alphas and pipelines of the "
+            "first minus that of the second, with its 95% t-interval over seeds (cannot tell "
+            "where it includes 0):",
+            "",
+            *[f"- {line}" for line in study.accuracy_sentences()],
+            "",
+        ]
     return parts
 
 
@@ -523,7 +646,13 @@ def rules(study) -> list[str]:
         "R^2 and other units are reported, not used to pick a winner; the collapse sentences "
         "follow the R^2 interval only where the decision agrees.",
         "- With two alphas the spread is symmetric under swapping every seed's labels at once, so "
-        "the smallest attainable permutation p-value is 2 / 2^seeds.",
+        "the smallest attainable permutation p-value is 2 / 2^seeds; a permutation p-value is "
+        f"printed only where that is below {memory.ALPHA_LEVEL}.",
+        "- Function memory, per pipeline, on the seed-paired difference of the validation-selected "
+        "test accuracy between the largest and the smallest alpha: gone when the two one-sided "
+        f"tests (Schuirmann 1987, each at {TOST_ALPHA}) put it within +-{EQUIVALENCE_MARGIN_PP:g} "
+        "pp; else kept when its 95% t-interval excludes 0; else cannot tell. Its noise floor is "
+        "the seed-to-seed sd of that difference.",
         "",
     ]
     if study.notes:

@@ -57,6 +57,7 @@ import pandas as pd
 
 from initmem.bridge import unit_decision
 from initmem.bridge.study.calibrate import apply_calibration
+from initmem.bridge.study.equivalence import MAX_SIZE
 from initmem.empirical import memory, tables
 
 #: Columns of :func:`spread_by_seeds` (S1).
@@ -75,8 +76,6 @@ BY_SEEDS_COLUMNS = [
 ]
 #: The label of the pooled rows of :func:`spread_by_seeds` and :func:`power_note`.
 POOLED = "pooled"
-#: The largest size :func:`size_needed` searches.
-MAX_SIZE = 10_000
 
 
 def first_seeds(runs: pd.DataFrame, k: int) -> pd.DataFrame:

@@ -8,22 +8,36 @@ and the seeds. Each pipeline's units of forgetting at each evaluation (accumulat
 epochs) come from its config through :func:`initmem.bridge.units.run_unit_increments`, the same
 function the bridge reads a folder with, so the synthetic units are the real ones.
 
-A *truth* states how memory is forgotten, in one unit:
+A *truth* states how memory is forgotten, in one unit (the named truths are :data:`TRUTHS`,
+their settings :data:`NAMED_TRUTHS`):
 
-(S1) ``truth = accumulated`` or ``epochs``: the memory of pipeline p at evaluation t is
+(S1) ``unit = accumulated``, ``epochs`` or ``explicit`` (explicit decay only, ``sum lr (l2/(1-mu)
+     + wd)``, without the noise terms): the memory of pipeline p at evaluation t is
      ``m_p(t) = exp(-(U_p(t) / u0)^k)`` with ``U`` that unit (``u0`` its scale, ``k`` its shape);
-``truth = neither``: ``m_p(t) = exp(-(t / (c_p T_p))^k)``, with ``T_p`` the pipeline's run length
-     in steps and ``c_p`` drawn for every replica, log-uniform over a decade
+     ``unit = neither``: ``m_p(t) = exp(-(t / (c_p T_p))^k)``, with ``T_p`` the pipeline's run
+     length in steps and ``c_p`` drawn for every replica, log-uniform over a decade
      (:func:`neither_scales`): each pipeline forgets on its own clock, which no unit orders.
+(S1') Modifiers (derived here), each a rival the data of ``docs/unit-of-forgetting.md`` could hide:
+     ``decay_only``: only the pipelines with explicit decay forget, the others keep ``m_p = 1``
+     ("epochs, for the pipelines with decay only": optimizer family x epochs);
+     ``undershoot`` b: the norm memory is ``(1 + b) m_p(t) - b``, 1 at init and ``-b`` once
+     ``m_p`` is 0 (the alphas' order reversed at the end, as two AdamW pipelines measured);
+     ``spread_rise`` r: the spread follows ``m_p(t) rho_p(t)`` with ``rho_p(t) = 1 - r
+     exp(-(t / T_p) / RISE_FRACTION)``, which first rises (from ``1 - r`` of the gap) then decays
+     with ``m_p`` (spreads measured to grow from about 6 to 13 pp before they fall).
+     The **right verdict** of the unit decision under a truth (:attr:`Truth.right`) is its unit
+     when that is a deciding unit and applies to every pipeline, else "cannot tell".
 
 Derivation (the memories of :mod:`initmem.empirical.memory` under S1, derived here)
 ------------------------------------------------------------------------------------
-(S2) Norm memory (M4) of seed s: ``m_p(t) + sigma_norm * e_{s,t}`` (``e`` standard normal), exactly
-     1 at ``t = 0`` (the ratio of a run's init norms is alpha's, by construction).
-(S3) Test accuracy of seed s at alpha a: ``base + g(a) m_p(t) + sigma_seed * f_s +
-     sigma_acc * e_{s,a,t}``, with ``g(a) = gap * ln(a / a_min) / ln(a_max / a_min)`` (0 at the
+(S2) Norm memory (M4) of seed s: ``n_p(t) + sigma_norm * e_{s,t}`` (``e`` standard normal;
+     ``n_p = m_p`` unless ``undershoot``, S1'), exactly 1 at ``t = 0`` (the ratio of a run's init
+     norms is alpha's, by construction).
+(S3) Test accuracy of seed s at alpha a: ``base + g(a) f_p(t) + sigma_seed * f_s +
+     sigma_acc * e_{s,a,t}``, with ``f_p = m_p`` (times ``rho_p`` with ``spread_rise``, S1'),
+     ``g(a) = gap * ln(a / a_min) / ln(a_max / a_min)`` (0 at the
      smallest alpha, ``gap`` at the largest) and ``f_s`` a seed effect shared by the seed's alphas
-     (one data order). The spread (M2) at the end is then, in truth, ``100 gap m_p(T)`` pp.
+     (one data order). The spread (M2) at the end is then, in truth, ``100 gap f_p(T)`` pp.
      The validation-selected checkpoint is the last evaluation.
 
 :func:`draw` samples one replica; :func:`replica_cubes` turns it into the
@@ -48,8 +62,24 @@ from initmem.empirical import runfolder, tables
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepRun, write_sweep_folder
 
-#: The truths a synthetic sweep can hold (S1).
-TRUTHS = ("accumulated", "epochs", "neither")
+#: The units a truth can forget in (S1).
+TRUTH_UNITS = ("accumulated", "epochs", "neither", "explicit")
+#: The named truths of a calibration (S1, S1'): name -> the :class:`Truth` settings beside noise.
+NAMED_TRUTHS = {
+    "accumulated": {"unit": "accumulated"},
+    "epochs": {"unit": "epochs"},
+    "neither": {"unit": "neither"},
+    "explicit decay only": {"unit": "explicit"},
+    "epochs, decay only": {"unit": "epochs", "decay_only": True},
+    "accumulated, spread rising first": {"unit": "accumulated", "spread_rise": 0.5},
+    "accumulated, norm reversing": {"unit": "accumulated", "undershoot": 0.2},
+}
+#: The truths a calibration draws, by name (S1, S1').
+TRUTHS = tuple(NAMED_TRUTHS)
+#: The units a design carries per evaluation (the deciding pair and explicit decay, S1).
+DESIGN_UNITS = (*DECIDING_UNITS, "explicit")
+#: The fraction of the run over which a rising spread reaches 1 - 1/e of its rise (S1').
+RISE_FRACTION = 0.25
 
 
 # ----------------------------------------------------------------------------------- the design
@@ -131,10 +161,10 @@ def design_of(configs, variants=None) -> Design:
         epochs = evaluation_epochs(config)
         steps = np.minimum(epochs * config.steps_per_epoch, config.total_steps)
         inv = design_inv_init_sq(config)
-        sums = run_unit_increments(config, inv)[list(DECIDING_UNITS)].cumsum()
+        sums = run_unit_increments(config, inv)[list(DESIGN_UNITS)].cumsum()
         zero = pd.DataFrame([dict.fromkeys(sums.columns, 0.0)])
         sums = pd.concat([zero, sums], ignore_index=True)
-        units = {u: sums[u].to_numpy(dtype=float)[steps] for u in DECIDING_UNITS}
+        units = {u: sums[u].to_numpy(dtype=float)[steps] for u in DESIGN_UNITS}
         pipelines.append(DesignPipeline(entry["label"], config, steps, units, inv))
         alpha_sets.append(tuple(sorted(entry["alphas"])))
         seed_counts.append(min(len(s) for s in entry["seeds"].values()))
@@ -171,6 +201,7 @@ class Truth:
     ``sigma_norm`` (norm memory, per seed and evaluation), ``sigma_acc`` (test accuracy, fraction,
     per run and evaluation), ``sigma_seed`` (a seed's accuracy offset shared by its alphas),
     ``gap`` (accuracy gap of the extreme alphas at full memory, fraction), ``base`` (accuracy).
+    Modifiers (S1'): ``decay_only``, ``undershoot`` (b >= 0), ``spread_rise`` (r in [0, 1)).
     """
 
     unit: str = "accumulated"
@@ -181,15 +212,41 @@ class Truth:
     sigma_seed: float = 0.01
     gap: float = 0.08
     base: float = 0.8
+    decay_only: bool = False
+    undershoot: float = 0.0
+    spread_rise: float = 0.0
 
     def __post_init__(self):
-        if self.unit not in TRUTHS:
-            raise ValueError(f"truth unit must be one of {list(TRUTHS)} (got {self.unit!r})")
-        for name in ("sigma_norm", "sigma_acc", "sigma_seed", "gap"):
+        if self.unit not in TRUTH_UNITS:
+            raise ValueError(f"truth unit must be one of {list(TRUTH_UNITS)} (got {self.unit!r})")
+        for name in ("sigma_norm", "sigma_acc", "sigma_seed", "gap", "undershoot"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        if not 0 <= self.spread_rise < 1:
+            raise ValueError(
+                f"spread_rise must satisfy 0 <= spread_rise < 1 (got {self.spread_rise})"
+            )
         if self.shape <= 0 or (self.scale is not None and self.scale <= 0):
             raise ValueError(f"scale and shape must be > 0 (got {self.scale}, {self.shape})")
+
+    @property
+    def right(self) -> str:
+        """The right verdict of the unit decision under this truth (S1'): its unit where that is a
+        deciding unit for every pipeline, else "cannot tell"."""
+        return self.unit if self.unit in DECIDING_UNITS and not self.decay_only else "cannot tell"
+
+
+def right_verdict(name: str) -> str:
+    """The right verdict of the unit decision under the named truth ``name`` (:attr:`Truth.right`;
+    a name outside :data:`NAMED_TRUTHS` is a unit: itself if deciding, else "cannot tell")."""
+    settings = NAMED_TRUTHS.get(name, {"unit": name if name in TRUTH_UNITS else "neither"})
+    return Truth(**settings).right
+
+
+def named_truths(**changes) -> dict:
+    """``{name: Truth}`` for every truth of :data:`TRUTHS` (:data:`NAMED_TRUTHS`), with
+    ``changes`` (noise, gap, ...) applied to each."""
+    return {name: Truth(**(settings | changes)) for name, settings in NAMED_TRUTHS.items()}
 
 
 def neither_scales(design: Design, rng: np.random.Generator) -> np.ndarray:
@@ -211,27 +268,63 @@ def true_memory(design: Design, truth: Truth, clocks=None) -> list[np.ndarray]:
             np.exp(-((t / (scale * ci)) ** truth.shape))
             for t, ci in zip(fractions, clocks, strict=True)
         ]
-    values = [p.units[truth.unit] for p in design.pipelines]
+    pipelines = design.pipelines
+    if truth.decay_only:
+        pipelines = [p for p in pipelines if has_decay(p)]
+    values = [p.units[truth.unit] for p in pipelines] or [np.ones(1)]
     scale = truth.scale or float(np.median([v[-1] for v in values]))
-    return [np.exp(-((v / scale) ** truth.shape)) for v in values]
+    return [
+        np.exp(-((p.units[truth.unit] / scale) ** truth.shape))
+        if has_decay(p) or not truth.decay_only
+        else np.ones(p.steps.size)
+        for p in design.pipelines
+    ]
+
+
+def has_decay(pipeline: DesignPipeline) -> bool:
+    """Whether a design pipeline applies explicit decay (L2 or weight decay) within its run."""
+    return bool(pipeline.units["explicit"][-1] > 0) if "explicit" in pipeline.units else True
+
+
+def true_norm(memory: np.ndarray, truth: Truth) -> np.ndarray:
+    """The true norm memory ``n_p(t)`` of a pipeline whose memory is ``memory`` (S1', S2)."""
+    return (1.0 + truth.undershoot) * memory - truth.undershoot
+
+
+def true_spread_fraction(pipeline: DesignPipeline, memory: np.ndarray, truth: Truth) -> np.ndarray:
+    """``f_p(t)``: the fraction of the gap the alphas' accuracies keep at each evaluation (S3)."""
+    if truth.spread_rise == 0:
+        return memory
+    fraction = pipeline.steps / pipeline.steps[-1]
+    return memory * (1.0 - truth.spread_rise * np.exp(-fraction / RISE_FRACTION))
 
 
 def true_spread_end(design: Design, truth: Truth, clocks=None) -> np.ndarray:
     """The spread (M2, pp) of every pipeline at its last evaluation, in truth (S3)."""
-    return np.array([100.0 * truth.gap * m[-1] for m in true_memory(design, truth, clocks)])
+    memories = true_memory(design, truth, clocks)
+    return np.array(
+        [
+            100.0 * truth.gap * true_spread_fraction(p, m, truth)[-1]
+            for p, m in zip(design.pipelines, memories, strict=True)
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------------- one replica
 @dataclass(frozen=True)
 class Replica:
     """One synthetic sweep's memories: per pipeline, ``norm`` (n_seeds, n_evals), ``accuracy``
-    (n_seeds, n_alphas, n_evals, fraction) and ``memory`` (the true ``m_p(t)``, S1)."""
+    (n_seeds, n_alphas, n_evals, fraction), ``memory`` (the true ``m_p(t)``, S1), and the true
+    norm memory ``n_p(t)`` and spread fraction ``f_p(t)`` (``true_norm``, ``true_fraction``;
+    S2, S3)."""
 
     design: Design
     truth: Truth
     norm: list
     accuracy: list
     memory: list
+    true_norm: list = dataclasses.field(default_factory=list)
+    true_fraction: list = dataclasses.field(default_factory=list)
 
 
 def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
@@ -239,18 +332,21 @@ def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
     alphas = np.asarray(design.alphas, dtype=float)
     span = np.log(alphas.max() / alphas.min())
     g = truth.gap * np.log(alphas / alphas.min()) / span
-    norms, accs = [], []
+    norms, accs, norm_truths, fractions = [], [], [], []
     clocks = neither_scales(design, rng) if truth.unit == "neither" else None
     memories = true_memory(design, truth, clocks)
-    for m in memories:
+    for p, m in zip(design.pipelines, memories, strict=True):
         n = design.n_seeds
-        norm = m[None, :] + truth.sigma_norm * rng.standard_normal((n, m.size))
+        n_true, f_true = true_norm(m, truth), true_spread_fraction(p, m, truth)
+        norm = n_true[None, :] + truth.sigma_norm * rng.standard_normal((n, m.size))
         norm[:, 0] = 1.0
         seed_effect = truth.sigma_seed * rng.standard_normal((n, 1, 1))
         noise = truth.sigma_acc * rng.standard_normal((n, alphas.size, m.size))
-        accs.append(truth.base + g[None, :, None] * m[None, None, :] + seed_effect + noise)
+        accs.append(truth.base + g[None, :, None] * f_true[None, None, :] + seed_effect + noise)
         norms.append(norm)
-    return Replica(design, truth, norms, accs, memories)
+        norm_truths.append(n_true)
+        fractions.append(f_true)
+    return Replica(design, truth, norms, accs, memories, norm_truths, fractions)
 
 
 def replica_cubes(replica: Replica) -> dict:
@@ -261,8 +357,9 @@ def replica_cubes(replica: Replica) -> dict:
     for p, values, acc in zip(
         replica.design.pipelines, replica.norm, replica.accuracy, strict=True
     ):
-        norm.append(PipelineCube(p.label, values, dict(p.units)))
-        later = {u: v[1:] for u, v in p.units.items()}
+        deciding = {u: p.units[u] for u in DECIDING_UNITS}
+        norm.append(PipelineCube(p.label, values, deciding))
+        later = {u: v[1:] for u, v in deciding.items()}
         spread.append(PipelineCube(p.label, acc[:, :, 1:], later, scale=100.0))
     return {"norm": norm, "spread": spread}
 
@@ -382,8 +479,12 @@ def _write_run(run_dir, config, pipeline, epochs, acc, memory, alpha) -> None:
 
 
 __all__ = [
+    "DESIGN_UNITS",
     "FOLDER_LAYERS",
+    "NAMED_TRUTHS",
+    "RISE_FRACTION",
     "TRUTHS",
+    "TRUTH_UNITS",
     "Design",
     "DesignPipeline",
     "Replica",
@@ -392,10 +493,15 @@ __all__ = [
     "design_of",
     "draw",
     "evaluation_epochs",
+    "has_decay",
+    "named_truths",
+    "right_verdict",
     "neither_scales",
     "replica_cubes",
     "true_memory",
+    "true_norm",
     "true_spread_end",
+    "true_spread_fraction",
     "write_folder",
     "write_run_logs",
 ]

@@ -19,11 +19,21 @@ alphas per pipeline) and computes, from the data only:
   (:func:`~initmem.empirical.memory.spread_null`) and bootstrap interval, and the disagreement between
   alphas minus that between seeds (:func:`~initmem.empirical.memory.disagreement_excess`), from the
   seeds whose runs interpolate at every alpha (a pipeline with fewer than 2 is left out);
+* **function memory kept, gone or cannot tell** per pipeline (:mod:`initmem.bridge.study.equivalence`):
+  the seed-paired difference of the validation-selected test accuracy between the largest and the
+  smallest alpha, "kept" when its 95% interval excludes 0, "gone" when the two one-sided tests put
+  it within the margin fixed in advance, with its seed noise and the seeds "gone" would need;
+* **accuracy levels** (:mod:`initmem.bridge.study.accuracy`): the test accuracy per pipeline and
+  alpha (seed mean with its interval), and per optimizer family whether the pipelines whose
+  function memory is gone reach a higher accuracy than those that keep it (seed-paired);
 * **the spread at each seed count** (:mod:`initmem.bridge.study.seeds`): the spread decision on the
   first k seeds used (k = 2 up to the sweep's), per pipeline and pooled over pipelines, and how many
   seeds (per pipeline) or pipelines (pooled) the observed effect would need to tell;
 * **norm memory at the end** per pipeline (layer mean over the scaled BN-followed convs) with a
-  t-interval over seeds: whether the effective learning rates of the alphas converged;
+  t-interval over seeds and its state (:func:`initmem.theory.criterion.interval_state`: ``|m|``
+  decides forgetting; below 0 with the interval excluding 0 "reversed", above 1 with the interval
+  excluding 1 "overshoot"), beside the law's predicted memory at the end, which explains a memory
+  outside [0, 1] where it lies on the same side (:func:`norm_end_table`);
 * **where the memory lives**: for pipelines that differ only in ``alpha_groups`` (the ``units``
   preset's part 2), the spread (with its null) and the norm memory of the scaled layers per group.
   At alpha = 1 ``alpha_groups`` changes nothing, so a group pipeline without alpha = 1 runs takes
@@ -45,8 +55,14 @@ from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.fitting import fit
 from initmem.bridge.measure import prepare_runs
 from initmem.bridge.study import synthetic
+from initmem.bridge.study.accuracy import (
+    accuracy_comparison,
+    accuracy_levels,
+    comparison_sentences,
+)
 from initmem.bridge.study.calibrate import apply_calibration, calibrate_study
 from initmem.bridge.study.document import document
+from initmem.bridge.study.equivalence import verdict_sentences, verdict_table
 from initmem.bridge.study.seeds import (
     power_note,
     power_sentences,
@@ -58,6 +74,7 @@ from initmem.bridge.units import design_correlation, design_table
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
+from initmem.theory.criterion import interval_state
 
 
 @dataclass
@@ -78,6 +95,12 @@ class UnitStudy:
     spread_power: pd.DataFrame = field(default_factory=pd.DataFrame)
     unit_by_seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
     no_decision: str = ""  # why the design has no unit decision (:func:`no_decision_reason`)
+    #: kept / gone / cannot tell per pipeline (:func:`initmem.bridge.study.equivalence.verdict_table`)
+    function_verdicts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: test accuracy per pipeline and alpha (:func:`initmem.bridge.study.accuracy.accuracy_levels`)
+    accuracy_levels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: forgetting against keeping pipelines, per family (:func:`~initmem.bridge.study.accuracy.accuracy_comparison`)
+    accuracy_comparison: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
@@ -98,6 +121,16 @@ class UnitStudy:
     def norm_sentences(self) -> list[str]:
         """Per pipeline: did the effective learning rates of the alphas converge?"""
         return memory.norm_sentences(self.norm_end)
+
+    def function_verdict_sentences(self) -> list[str]:
+        """Function memory kept, gone or cannot tell, per pipeline
+        (:func:`initmem.bridge.study.equivalence.verdict_sentences`)."""
+        return verdict_sentences(self.function_verdicts)
+
+    def accuracy_sentences(self) -> list[str]:
+        """Per optimizer family: do the pipelines that forget reach a higher accuracy
+        (:func:`initmem.bridge.study.accuracy.comparison_sentences`)?"""
+        return comparison_sentences(self.accuracy_comparison)
 
     def power_sentences(self) -> list[str]:
         """Per pipeline the seeds, pooled the pipelines, the spread would need to tell
@@ -151,7 +184,8 @@ def unit_study(
         report.decision, calibration, command=f"initmem study {sweep_dir} --calibrate 200"
     )
     function = memory.function_memory(runs, n_boot=max(n_boot, 200), seed=seed)
-    norm_end = memory.norm_memory_end(report.norm_curves, runs)
+    verdicts = verdict_table(runs)
+    norm_end = norm_end_table(report.norm_curves, report.predicted_curves, runs)
     groups = group_memory(runs, seed=seed, layers=report.layers)
     mvp = (
         report.fit[report.fit["measured"].isin(["norm", "spread"])].reset_index(drop=True)
@@ -178,7 +212,29 @@ def unit_study(
             seed=seed,
         ),
         no_decision=no_decision_reason(report),
+        function_verdicts=verdicts,
+        accuracy_levels=accuracy_levels(runs),
+        accuracy_comparison=accuracy_comparison(runs, verdicts),
     )
+
+
+def norm_end_table(
+    norm_curves: pd.DataFrame, predicted_curves: pd.DataFrame, runs: pd.DataFrame
+) -> pd.DataFrame:
+    """:func:`initmem.empirical.memory.norm_memory_end` with ``state`` (the one rule,
+    :func:`~initmem.theory.criterion.interval_state`) and ``law_memory_end``: the law's predicted
+    memory of the same layers (:func:`initmem.bridge.predict.predicted_memory_curves`, layer mean)
+    at its last step, NaN where the bridge has no prediction for the pipeline."""
+    table = memory.norm_memory_end(norm_curves, runs)
+    if table.empty:
+        return table.assign(state=pd.Series(dtype=str), law_memory_end=pd.Series(dtype=float))
+    law = {}
+    if not predicted_curves.empty:
+        mean = predicted_curves[predicted_curves["layer"] == SCALE_INVARIANT_MEAN]
+        for pipeline, group in mean.groupby("pipeline"):
+            law[pipeline] = float(group.loc[group["step"].idxmax(), "memory"])
+    states = [interval_state(r.memory_end, r.lo, r.hi) for r in table.itertuples()]
+    return table.assign(state=states, law_memory_end=table["pipeline"].map(law).astype(float))
 
 
 def no_decision_reason(report) -> str:
@@ -393,5 +449,6 @@ __all__ = [
     "group_families",
     "group_memory",
     "group_sentences",
+    "norm_end_table",
     "unit_study",
 ]

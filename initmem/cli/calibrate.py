@@ -62,9 +62,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for flag, what in (
         (
             "--scale",
-            "u0 of the accumulated truth (default: the median over the design's pipelines)",
+            "u0 of the truths in accumulated regularization (default: the median over the "
+            "design's pipelines)",
         ),
-        ("--epochs-scale", "u0 of the epochs truth (default: the median)"),
+        ("--epochs-scale", "u0 of the truths in epochs (default: the median)"),
         ("--sigma-norm", "seed noise of the norm memory (default 0.03, or measured in a folder)"),
         ("--sigma-acc", "seed noise of a run's test accuracy, fraction (default 0.01)"),
         ("--gap", "accuracy gap of the extreme alphas at full memory, fraction (default 0.08)"),
@@ -158,11 +159,11 @@ def _with_flags(truths, args):
     scales = {"accumulated": args.scale, "epochs": args.epochs_scale}
     if truths is None and not values and all(v is None for v in scales.values()):
         return None
-    truths = truths or {unit: synthetic.Truth(unit) for unit in synthetic.TRUTHS}
+    truths = truths or synthetic.named_truths()
     out = {}
-    for unit, truth in truths.items():
+    for name, truth in truths.items():
         changes = dict(values)
-        if scales.get(unit) is not None:
-            changes["scale"] = scales[unit]
-        out[unit] = dataclasses.replace(truth, **changes)
+        if scales.get(truth.unit) is not None:
+            changes["scale"] = scales[truth.unit]
+        out[name] = dataclasses.replace(truth, **changes)
     return out

@@ -128,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
     for name in (
         "design",
         "function",
+        "function_verdicts",
+        "accuracy_levels",
+        "accuracy_comparison",
         "norm_end",
         "groups",
         "measured_vs_predicted",

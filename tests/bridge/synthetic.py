@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.study.synthetic import write_run_logs
+from initmem.bridge.study.synthetic import design_of, write_run_logs
 from initmem.empirical import runfolder
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepRun, write_sweep_folder
@@ -54,6 +54,23 @@ def known_pipelines(factor: float = 4.0) -> list[SyntheticPipeline]:
         tau = factor / (lr * wd)
         out.append(SyntheticPipeline(lr, wd, tau_norm=tau, tau_acc=tau, tau_dis=0.8 * tau))
     return out
+
+
+def sgd_design(settings, alphas=(1.0, 4.0), n_seeds: int = 2):
+    """The synthetic design (:func:`initmem.bridge.study.synthetic.design_of`) of SGD pipelines
+    ``p0, p1, ...`` at lr 0.1, batch 32 on 256 images, evaluated every 2 epochs; ``settings``:
+    one ``(weight_decay, epochs)`` per pipeline, each at every alpha and seed."""
+    configs, variants = [], []
+    for i, (wd, epochs) in enumerate(settings):
+        for alpha in alphas:
+            for seed in range(n_seeds):
+                configs.append(
+                    RunConfig(dataset="synthetic", train_size=256, val_size=64, test_size=64,
+                              width=0.125, optimizer="sgd", lr=0.1, weight_decay=wd,
+                              batch_size=32, epochs=epochs, eval_every=2, alpha=alpha, seed=seed)
+                )  # fmt: skip
+                variants.append(f"p{i}")
+    return design_of(configs, variants)
 
 
 def _sgd_norms(lr, wd, grad_sq_unit, init_norm_sq, steps_total, eval_steps):

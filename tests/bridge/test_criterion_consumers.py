@@ -125,3 +125,42 @@ def test_the_studies_decide_alike(planted):
         assert named == expected, pipeline
         word = {"reversed": "reversed", "apart": "stayed apart", "converged": "converged"}[named]
         assert word in sentences[pipeline]
+
+
+def test_a_memory_outside_zero_one_is_named_and_explained_by_the_law_or_not():
+    """Issue 39, item 5: |m| decides forgetting; an end below 0 whose interval excludes 0 is
+    reversed, one above 1 whose interval excludes 1 overshoot, each explained where the law's
+    predicted end lies on the same side, else unexplained (the numbers from the tables)."""
+    from initmem.bridge.study.unit_of_forgetting import norm_end_table
+
+    t = STEPS
+    planted = {
+        "reversed": 1.0 - 1.16 * (1.0 - np.exp(-t / 60.0)),  # ends at -0.16
+        "overshoot": 1.0 + 0.05 * (1.0 - np.exp(-t / 60.0)),  # ends at 1.05
+        "small negative": 1.0 - 1.1 * (1.0 - np.exp(-t / 60.0)),  # ends at -0.10: reversed too
+    }
+    curves = _curves(planted)
+    runs = pd.DataFrame({"pipeline": list(planted), "label": list(planted)})
+    law_ends = {"reversed": -0.2, "overshoot": 0.5}  # no prediction for "small negative"
+    law = pd.concat(
+        [pd.DataFrame({"pipeline": p, "layer": SCALE_INVARIANT_MEAN, "step": STEPS,
+                       "memory": np.linspace(1.0, end, STEPS.size)})
+         for p, end in law_ends.items()]
+    )  # fmt: skip
+    table = norm_end_table(curves, law, runs).set_index("pipeline")
+    assert table.loc["reversed", "state"] == "reversed" and table.loc["reversed", "hi"] < 0
+    assert table.loc["overshoot", "state"] == "overshoot" and table.loc["overshoot", "lo"] > 1
+    assert table.loc["reversed", "law_memory_end"] == pytest.approx(-0.2)
+    assert np.isnan(table.loc["small negative", "law_memory_end"])
+    sentences = dict(zip(table.index, norm_sentences(table.reset_index()), strict=True))
+    assert "order is reversed" in sentences["reversed"]
+    assert sentences["reversed"].endswith("predicts -0.20: explained.")
+    assert "overshoot: the memory is above 1" in sentences["overshoot"]
+    assert (
+        "unexplained: the law, fed with this pipeline's logged gradients, predicts 0.50"
+        in (sentences["overshoot"])
+    )
+    assert "unexplained: no law prediction" in sentences["small negative"]
+    # |m| <= 1/e alone does not make a reversed end forgotten: the order flipped
+    assert abs(table.loc["small negative", "memory_end"]) <= LEVEL
+    assert table.loc["small negative", "state"] == "reversed"

@@ -9,6 +9,7 @@ from scipy import stats as sps
 
 from initmem.bridge.study import seeds, synthetic
 from initmem.empirical import memory
+from tests.bridge.synthetic import sgd_design
 
 
 def _runs(effects: dict[str, float], n_seeds: int = 5, noise: float = 0.01, seed: int = 0):
@@ -133,19 +134,7 @@ def test_study_writes_the_table_and_the_section(tmp_path):
     whose rows and sentences are its numbers."""
     from initmem.cli import main
 
-    configs, variants = [], []
-    from initmem.empirical.config import RunConfig
-
-    for i, (wd, epochs) in enumerate([(1e-4, 8), (3e-3, 4), (1e-3, 8), (1e-2, 4)]):
-        for alpha in (1.0, 8.0):
-            for seed in range(4):
-                configs.append(
-                    RunConfig(dataset="synthetic", train_size=256, val_size=64, test_size=64,
-                              width=0.125, optimizer="sgd", lr=0.1, weight_decay=wd,
-                              batch_size=32, epochs=epochs, eval_every=2, alpha=alpha, seed=seed)
-                )  # fmt: skip
-                variants.append(f"p{i}")
-    design = synthetic.design_of(configs, variants)
+    design = sgd_design([(1e-4, 8), (3e-3, 4), (1e-3, 8), (1e-2, 4)], (1.0, 8.0), n_seeds=4)
     replica = synthetic.draw(design, synthetic.Truth("accumulated"), np.random.default_rng(3))
     root = synthetic.write_folder(tmp_path / "sweep", replica)
     doc = tmp_path / "study.md"

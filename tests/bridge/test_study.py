@@ -183,7 +183,9 @@ def test_report_bridge_and_study_print_one_spread(law_sweep, tmp_path):
     for label, row in bridge.items():
         mine, theirs = report[label], doc[label]
         assert theirs["spread pp [95%]"] == f"{mine['spread (pp)']} {mine['95% CI (pp)']}"
-        assert theirs["p"] == mine["p"] and theirs["seeds"] == mine["seeds used"] == "2"
+        assert theirs["seeds"] == mine["seeds used"] == "2"
+        # 2 seeds: the permutation p cannot go below 1/2, so the study does not print it
+        assert theirs["p"] == "– (smallest attainable p 0.5)" and float(mine["p"]) >= 0.5
         assert float(row["spread_pp"]) == pytest.approx(float(mine["spread (pp)"]), abs=0.05)
         assert float(row["p_value"]) == pytest.approx(float(mine["p"]), abs=5e-4)
 
@@ -194,14 +196,17 @@ def test_function_sentences_count_spreads_and_name_a_level_without_a_function():
     frame = pd.DataFrame(
         {
             "label": ["a", "b", "c", "d"],
-            "p_value": [0.01, 1 / 16, 0.5, np.nan],
-            "p_min": [1 / 16] * 4,
+            "p_value": [1 / 32, 1 / 16, 0.5, np.nan],
+            "p_min": [1 / 32, 1 / 16, 1 / 16, 1 / 16],
             "excess_lo": [0.01, -0.02, -0.03, np.nan],
         }
     )
     text = " ".join(function_sentences(frame))
-    assert "1 of 3 pipelines with function statistics have a spread above its permutation" in text
-    assert "null at p < 0.05: a. 1 reach the smallest p-value their seeds allow" in text
+    # only a's seeds (6) can reach p < 0.05; b and c (5 seeds) cannot, and say so
+    assert "1 of 1 pipelines whose seeds allow it have a spread above its permutation" in text
+    assert "null at p < 0.05: a. 2 pipelines cannot reach p < 0.05 with their seeds" in text
+    assert "(smallest attainable p 0.0625): no permutation test is printed there." in text
+    assert "2 reach the smallest p-value their seeds allow" in text
     assert "disagree more than seeds do (interval above 0) in 1 of the 3 pipelines with an" in text
     assert "interval (3 or more seeds): a." in text
     # b: every seed ranks the alphas alike, alphas no further apart than seeds; c: no shift
@@ -210,8 +215,8 @@ def test_function_sentences_count_spreads_and_name_a_level_without_a_function():
     # a pipeline left with 2 seeds reaches a weaker floor (1/2), named with it
     frame.loc[2, "p_min"] = 0.5
     text = " ".join(function_sentences(frame))
-    assert "2 reach the smallest p-value their seeds allow" in text
-    assert "1/16 for 5 seeds): b, c (smallest attainable p 0.5)." in text
+    assert "3 reach the smallest p-value their seeds allow" in text
+    assert "2 / 2^n): a, b (smallest attainable p 0.0625), c (smallest attainable p 0.5)." in text
 
 
 def _visible_tick_labels(axis) -> list[str]:

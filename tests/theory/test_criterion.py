@@ -55,6 +55,11 @@ def test_interval_state_and_layers():
     assert interval_state(0.1, 0.0, 0.2) == "forgotten"
     assert interval_state(0.6, 0.5, 0.7) == "kept"
     assert interval_state(-0.16, -0.17, -0.14) == "reversed"
+    # above 1 with an interval excluding 1: overshoot (kept, and further apart than at init)
+    assert interval_state(1.02, 1.005, 1.03) == "overshoot"
+    assert interval_state(1.02, 0.99, 1.03) == "kept"  # the interval reaches 1
+    assert interval_state(-0.16, -0.3, 0.01) == "forgotten"  # |m| decides: within [-1/e, 1/e]
+    assert interval_state(-0.5, -0.7, 0.1) == "cannot tell"
     assert interval_state(0.3, 0.2, level + 0.01) == "cannot tell"
     assert interval_state(0.3, math.nan, math.nan) == "cannot tell"
     assert interval_state(math.nan, math.nan, math.nan) == "undefined"
