@@ -18,7 +18,6 @@ def _train(tmp_path, name: str, alpha: float, **fields) -> str:
             f"""
             train_size = 48
             val_size = 16
-            test_size = 64
             batch_size = 8
             epochs = 2
             lr = 0.05
@@ -46,7 +45,7 @@ def test_plugin_model_is_predicted(plugin_module, tmp_path, capsys):  # noqa: F8
 
 
 def test_a_model_without_scale_invariant_weights_is_named(tmp_path, capsys):
-    fields = dict(model="mlp", dataset="synthetic")
+    fields = dict(model="mlp", dataset="synthetic", test_size=64)
     run, ref = _train(tmp_path, "m", 4.0, **fields), _train(tmp_path, "m", 1.0, **fields)
     capsys.readouterr()
     assert main(["theory", "--from-run", run, "--reference", ref]) == 2
