@@ -115,7 +115,12 @@ LAW_FORMS = ("update", "gradient", "adaptive", "reconstructed")
 #: growing 6x in 48 steps, so the interval means of ``|u|^2`` and ``<w, u>`` matter);
 #: ``heavy_ball`` (the gradient form with momentum, a mean field) 0.15 and 0.033 (the buffer's
 #: warm-up over its first 1 / (1 - mu) steps, and correlated successive gradients); ``adaptive``
-#: 0.62 and 0.72: it does not close (module docstring), hence no tolerance.
+#: 0.62 and 0.72: it does not close (module docstring), hence no tolerance. On the longer runs of the
+#: second ``units`` design at seed 0 (480-1984 steps, alpha 1 and 8) the largest per-layer gaps are
+#: larger (``adaptive`` 0.21-0.34 at alpha 1, ``heavy_ball`` up to 1.18 at alpha 8 under L2), yet the
+#: norm memory at the end is within 0.06 of the measured one in all 20 pipelines these forms cover:
+#: a layer's memory is a log-ratio over ``ln(alpha^2) = 4.16``, so a gap ``e`` moves it by at most
+#: ``ln(1 + e) / 4.16`` (0.07 for the AdamW runs' 0.34; SGD's 1.18 at alpha 8 is early, 0.19 at the end).
 LAW_TOLERANCE = {"gradient": 5e-4, "update": 0.1, "heavy_ball": 0.25, "adaptive": math.inf}
 
 
