@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.study.document import reproduce_lines
+from initmem.bridge.study.document import notes_lines, reproduce_lines
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
 from initmem.theory.criterion import FORGETTING
@@ -205,9 +205,7 @@ def rules(study) -> list[str]:
         "spread was kept; an architecture with any such pipeline: the thesis does not hold here.",
         "",
     ]
-    if study.notes:
-        parts += ["Notes from the analysis:", "", *[f"- {n}" for n in study.notes], ""]
-    return parts
+    return parts + notes_lines(study.notes)
 
 
 def reproduce(study, command: str, wall: str) -> list[str]:

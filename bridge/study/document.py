@@ -655,9 +655,12 @@ def rules(study) -> list[str]:
         "the seed-to-seed sd of that difference.",
         "",
     ]
-    if study.notes:
-        parts += ["Notes from the analysis:", "", *[f"- {n}" for n in study.notes], ""]
-    return parts
+    return parts + notes_lines(study.notes)
+
+
+def notes_lines(notes) -> list[str]:
+    """The analysis's own notes as a list under "Notes from the analysis:" (none: no lines)."""
+    return ["Notes from the analysis:", "", *[f"- {n}" for n in notes], ""] if notes else []
 
 
 def reproduce(study, command: str, wall: str) -> list[str]:

@@ -398,6 +398,33 @@ def write_folder(root: str | Path, replica: Replica) -> Path:
     return root
 
 
+def layer_frame(
+    epochs, steps, layer: str, numel: int, invariant: bool, weight_norm, lr: float, **columns
+) -> pd.DataFrame:
+    """One synthetic layer's rows of the layer log (docs/run-format.md): ``weight_norm`` at each
+    evaluation, ``eff_lr = lr / |w|^2``, no movement logged (``dist_from_init``, ``update_norm`` 0)
+    and the gradient statistics NaN unless ``columns`` give them (``grad_norm``, ``grad_sq_sum``,
+    ...)."""
+    return pd.DataFrame(
+        {
+            "epoch": epochs,
+            "step": steps,
+            "layer": layer,
+            "numel": numel,
+            "scale_invariant": invariant,
+            "weight_norm": weight_norm,
+            "eff_lr": lr / np.asarray(weight_norm) ** 2,
+            "dist_from_init": 0.0,
+            "update_norm": 0.0,
+            "grad_norm": np.nan,
+            "grad_sq_sum": np.nan,
+            "lr_sq_grad_sq_sum": np.nan,
+            "norm_sq_drift": np.nan,
+        }
+        | columns
+    )
+
+
 def write_run_logs(run_dir: Path, config, metrics: pd.DataFrame, layers: pd.DataFrame) -> None:
     """Write a run folder's ``config.json``, ``log.jsonl`` (one record per evaluation, its layers
     nested), ``metrics.parquet`` and ``layers.parquet`` from the two tidy frames, through the run
@@ -445,25 +472,7 @@ def _write_run(run_dir, config, pipeline, epochs, acc, memory, alpha) -> None:
         inv = pipeline.inv_init_sq if np.isfinite(pipeline.inv_init_sq) else 1.0
         log_norm = 0.5 * np.log(numel / inv) + (np.log(alpha) * memory if scaled else 0.0)
         norm = np.exp(log_norm)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "epoch": epochs,
-                    "step": steps,
-                    "layer": name,
-                    "numel": numel,
-                    "scale_invariant": invariant,
-                    "weight_norm": norm,
-                    "eff_lr": config.lr / norm**2,
-                    "dist_from_init": 0.0,
-                    "update_norm": 0.0,
-                    "grad_norm": np.nan,
-                    "grad_sq_sum": np.nan,
-                    "lr_sq_grad_sq_sum": np.nan,
-                    "norm_sq_drift": np.nan,
-                }
-            )
-        )
+        frames.append(layer_frame(epochs, steps, name, numel, invariant, norm, config.lr))
     layers = pd.concat(frames, ignore_index=True).sort_values(["epoch", "layer"], ignore_index=True)
     write_run_logs(run_dir, config, metrics, layers)
     result = runfolder.RunResult.completed(
@@ -494,6 +503,7 @@ __all__ = [
     "draw",
     "evaluation_epochs",
     "has_decay",
+    "layer_frame",
     "named_truths",
     "right_verdict",
     "neither_scales",

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.preregister import prediction_folders, sweep_pipelines
-from initmem.bridge.study.synthetic import write_run_logs
+from initmem.bridge.study.synthetic import layer_frame, write_run_logs
 from initmem.empirical import runfolder
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepRun, write_sweep_folder
@@ -115,23 +115,7 @@ def _layers(cell: Cell, alpha, n0, steps, epochs) -> pd.DataFrame:
         decay = np.exp(-steps / cell.tau_norm) if invariant else np.ones(steps.size)
         norm = np.exp(np.log(n0) + np.log(alpha) * decay)
         frames.append(
-            pd.DataFrame(
-                {
-                    "epoch": epochs,
-                    "step": steps,
-                    "layer": name,
-                    "numel": numel,
-                    "scale_invariant": invariant,
-                    "weight_norm": norm,
-                    "eff_lr": cell.lr / norm**2,
-                    "dist_from_init": 0.0,
-                    "update_norm": 0.0,
-                    "grad_norm": 0.0,
-                    "grad_sq_sum": np.nan,
-                    "lr_sq_grad_sq_sum": np.nan,
-                    "norm_sq_drift": np.nan,
-                }
-            )
+            layer_frame(epochs, steps, name, numel, invariant, norm, cell.lr, grad_norm=0.0)
         )
     return pd.concat(frames, ignore_index=True).sort_values(["epoch", "layer"], ignore_index=True)
 

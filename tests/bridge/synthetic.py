@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.study.synthetic import design_of, write_run_logs
+from initmem.bridge.study.synthetic import design_of, layer_frame, write_run_logs
 from initmem.empirical import runfolder
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepRun, write_sweep_folder
@@ -216,23 +216,19 @@ def _layer_table(p, alpha, n0, steps, epochs, rng, noise, norms) -> pd.DataFrame
             wiggle = noise * rng.standard_normal(steps.size) * (epochs > 0)
             norm = np.exp(np.log(n0[name]) + log_a * np.exp(-steps / p.tau_norm) + wiggle)
         frames.append(
-            pd.DataFrame(
-                {
-                    "epoch": epochs,
-                    "step": steps,
-                    "layer": name,
-                    "numel": numel,
-                    "scale_invariant": invariant,
-                    "weight_norm": norm,
-                    "eff_lr": p.lr / norm**2,
-                    "dist_from_init": 0.0,
-                    "update_norm": 0.0,
-                    "grad_norm": np.sqrt(grad_sum / STEPS_PER_EPOCH),
-                    "grad_sq_sum": grad_sum,
-                    "lr_sq_grad_sq_sum": p.lr**2 * grad_sum,
-                    "norm_sq_drift": drift,
-                    "grad_sq_unit_sum": unit_sum,
-                }
+            layer_frame(
+                epochs,
+                steps,
+                name,
+                numel,
+                invariant,
+                norm,
+                p.lr,
+                grad_norm=np.sqrt(grad_sum / STEPS_PER_EPOCH),
+                grad_sq_sum=grad_sum,
+                lr_sq_grad_sq_sum=p.lr**2 * grad_sum,
+                norm_sq_drift=drift,
+                grad_sq_unit_sum=unit_sum,
             )
         )
     return pd.concat(frames, ignore_index=True).sort_values(["epoch", "layer"], ignore_index=True)
