@@ -3,6 +3,7 @@
 import os
 
 import pytest
+import torch
 
 # Load triton (through initmem.theory.empirical_kernels) before any test imports neural-tangents: with
 # tensorflow loaded first, torch.func's lazy triton import segfaults (see theory/kernels.py).
@@ -11,6 +12,11 @@ import initmem.theory.empirical_kernels  # noqa: F401
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# One torch thread in the test process and the processes it starts (unless the caller sets
+# OMP_NUM_THREADS): the tests' models are tiny, and two threads on two cores shared with other work
+# wait on each other (issue 36: the suite took 1.8x its quiet time at a load of 3-4 with two).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture
