@@ -158,16 +158,6 @@ def _probe_model(model, names: list[str]):
     return probe
 
 
-def _differentiable_attention():
-    """A context in which ``scaled_dot_product_attention`` runs its plain-math kernel: the same
-    function, with forward-mode AD and vmap, which the fused CPU kernel lacks (the ViT's NTK and
-    ``jvp`` of (P2) need them)."""
-    # torch: the model's own stack
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel(SDPBackend.MATH)
-
-
 def memory_fraction(model, names: list[str], x_train, x_test) -> float:
     """``|m| / |f0|`` on ``x_test`` (P2), over every output: the memory term of the NTK of the
     parameters ``names`` (the others held fixed), at the model's current parameters, in eval mode;
@@ -181,9 +171,8 @@ def memory_fraction(model, names: list[str], x_train, x_test) -> float:
         return math.nan
     probe = _probe_model(model, names)
     # every output kept: rows ordered sample * k + output, as the flattened outputs below
-    with _differentiable_attention():
-        k_train = empirical_ntk(probe, x_train, trace_outputs=False).ntk
-        k_test = empirical_ntk(probe, x_test, x_train, trace_outputs=False).ntk
+    k_train = empirical_ntk(probe, x_train, trace_outputs=False).ntk
+    k_test = empirical_ntk(probe, x_test, x_train, trace_outputs=False).ntk
     with torch.no_grad():
         f0_train = probe(x_train).reshape(-1).numpy()
         f0_test = probe(x_test).reshape(-1).numpy()
@@ -202,8 +191,7 @@ def lazy_degree(model, names: list[str], x) -> float:
 
     if not names:
         return math.nan
-    with _differentiable_attention():
-        return homogeneity_degree(*init_outputs(_probe_model(model, names), x))
+    return homogeneity_degree(*init_outputs(_probe_model(model, names), x))
 
 
 def _lazy_row_law(config: RunConfig, depth: float) -> tuple[float, float, str]:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .kernels import Kernel, _check_depth_and_stds, _preload_triton
 
@@ -126,10 +127,18 @@ def _functional(module: nn.Module):
     buffers = {n: b.detach() for n, b in module.named_buffers()}
 
     def f(p, x):
-        out = functional_call(module, (p, buffers), (x,))
-        return out.reshape(x.shape[0], -1)
+        return _call(module, p, buffers, x).reshape(x.shape[0], -1)
 
     return f, params
+
+
+def _call(module: nn.Module, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
+    """``module(x)`` with ``params`` and ``buffers`` (``functional_call``), with attention on
+    ``scaled_dot_product_attention``'s plain-math kernel: the same function, and the one kernel with
+    forward-mode AD and vmap on the CPU (the fused one has neither), which every transform here
+    needs (a ViT's NTK, ``jvp``)."""
+    with sdpa_kernel(SDPBackend.MATH):
+        return functional_call(module, (params, buffers), (x,))
 
 
 def _as_module_input(name: str, x, params: dict) -> torch.Tensor:
@@ -334,7 +343,7 @@ def init_outputs(module: nn.Module, x) -> tuple[np.ndarray, np.ndarray]:
     _, params = _functional(module)
     buffers = {n: b.detach() for n, b in module.named_buffers()}
     xt = _as_module_input("x", x, params)
-    f0, jtheta = jvp(lambda p: functional_call(module, (p, buffers), (xt,)), (params,), (params,))
+    f0, jtheta = jvp(lambda p: _call(module, p, buffers, xt), (params,), (params,))
     shape = f0.shape if f0.ndim <= 2 else (f0.shape[0], -1)
     f0 = f0.detach().cpu().double().numpy().reshape(shape)
     jtheta = jtheta.detach().cpu().double().numpy().reshape(shape)

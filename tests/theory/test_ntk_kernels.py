@@ -261,3 +261,31 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("ok")
+
+
+def test_a_vits_ntk_and_init_outputs_equal_reverse_mode_autograd():
+    """Attention (``scaled_dot_product_attention``, whose fused CPU kernel has no forward-mode AD
+    or vmap) inside the transforms: the ViT's empirical NTK and ``J theta_0`` equal those built from
+    one plain ``torch.autograd.grad`` per output (the module's own forward, any kernel), float64,
+    to 1e-9 relative."""
+    from initmem.empirical.config import RunConfig
+    from initmem.empirical.models import default_model
+
+    config = RunConfig(dataset="cifar10-fixture", model="vit-tiny", width=0.125, device="cpu")
+    model = default_model(config).double().eval()
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = model(x)
+    rows = [
+        torch.cat([g.reshape(-1) for g in torch.autograd.grad(value, params, retain_graph=True)])
+        for value in out.reshape(-1)
+    ]
+    jac = torch.stack(rows).numpy()  # (outputs, parameters), rows ordered sample * k + output
+    ntk = empirical_ntk(model, x, trace_outputs=False).ntk
+    np.testing.assert_allclose(ntk, jac @ jac.T, rtol=1e-9, atol=1e-9 * np.abs(ntk).max())
+    f0, jtheta = init_outputs(model, x)
+    np.testing.assert_allclose(f0.reshape(-1), out.detach().numpy().reshape(-1), rtol=1e-12)
+    expected = jac @ flat_parameters(model)
+    np.testing.assert_allclose(
+        jtheta.reshape(-1), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max()
+    )
