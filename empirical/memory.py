@@ -275,6 +275,19 @@ def mean_interval(values, *, level: float = 0.95) -> tuple[float, float, float]:
 
 
 # ====================================================================== one pipeline
+def accuracy_by_seed(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, pd.DataFrame | None]:
+    """What every function memory of one pipeline is computed on: its alphas (sorted), its seeds
+    used (M1, :func:`~initmem.empirical.tables.interpolating_seeds`) and the validation-selected
+    test accuracy in pp, one row per seed used and one column per alpha; the table is None with
+    fewer than 2 alphas or 2 seeds used."""
+    alphas = np.sort(runs["alpha"].unique())
+    seeds = tables.interpolating_seeds(runs)
+    if alphas.size < 2 or seeds.size < 2:
+        return alphas, seeds, None
+    used = runs[runs["seed"].isin(seeds)]
+    return alphas, seeds, used.pivot_table(index="seed", columns="alpha", values="test_acc") * 100.0
+
+
 def spread_memory(
     runs: pd.DataFrame, *, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> dict:
@@ -287,16 +300,13 @@ def spread_memory(
     seeds used, mean over alphas) and ``acc_by_alpha`` (seed means, text); only ``alphas``,
     ``n_seeds_used`` and a NaN ``spread_pp`` / ``p_value`` with fewer than 2 alphas or 2 seeds used.
     """
-    alphas = np.sort(runs["alpha"].unique())
-    seeds = tables.interpolating_seeds(runs)
+    alphas, seeds, table = accuracy_by_seed(runs)
     row: dict[str, Any] = {
         "alphas": ",".join(f"{a:g}" for a in alphas),
         "n_seeds_used": int(seeds.size),
     }
-    if alphas.size < 2 or seeds.size < 2:
+    if table is None:
         return row | {"spread_pp": np.nan, "p_value": np.nan}
-    used = runs[runs["seed"].isin(seeds)]
-    table = used.pivot_table(index="seed", columns="alpha", values="test_acc") * 100.0
     null = spread_null(table.to_numpy())
     low, high = bootstrap_spread(
         [table[a].to_numpy() for a in table.columns],
@@ -616,6 +626,7 @@ __all__ = [
     "FORGOTTEN_LEVEL",
     "FUNCTION_COLUMNS",
     "SPREAD_COLUMNS",
+    "accuracy_by_seed",
     "accuracy_table",
     "bootstrap_spread",
     "disagreement_excess",

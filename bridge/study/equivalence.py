@@ -51,7 +51,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from initmem.empirical import memory, tables
+from initmem.empirical import memory
 
 #: The largest size (seeds, pipelines) a search for the size that would tell goes to (E5, and
 #: :func:`initmem.bridge.study.seeds.size_needed`).
@@ -91,15 +91,19 @@ VERDICT_COLUMNS = [
 def paired_differences(runs: pd.DataFrame) -> tuple[float, float, np.ndarray, np.ndarray]:
     """E1 for one pipeline's finished runs: ``(alpha_min, alpha_max, seeds, d)``, ``d`` (pp) per
     seed used (M1), sorted by seed; ``d`` is empty with fewer than 2 alphas or 2 seeds used."""
-    alphas = np.sort(runs["alpha"].unique())
-    seeds = tables.interpolating_seeds(runs)
-    if alphas.size < 2 or seeds.size < 2:
-        low = float(alphas[0]) if alphas.size else math.nan
-        return low, float(alphas[-1]) if alphas.size else math.nan, seeds, np.array([])
-    used = runs[runs["seed"].isin(seeds)]
-    table = used.pivot_table(index="seed", columns="alpha", values="test_acc") * 100.0
-    d = (table[alphas[-1]] - table[alphas[0]]).to_numpy(dtype=np.float64)
-    return float(alphas[0]), float(alphas[-1]), table.index.to_numpy(), d
+    low, high, seeds, _, d = _paired(runs)
+    return low, high, seeds, d
+
+
+def _paired(runs: pd.DataFrame):
+    """E1 with the accuracy table it is read from (:func:`initmem.empirical.memory.accuracy_by_seed`;
+    None with fewer than 2 alphas or 2 seeds used): ``(low, high, seeds, table, d)``."""
+    alphas, seeds, table = memory.accuracy_by_seed(runs)
+    low, high = (float(alphas[0]), float(alphas[-1])) if alphas.size else (math.nan, math.nan)
+    if table is None:
+        return low, high, seeds, None, np.array([])
+    d = (table[high] - table[low]).to_numpy(np.float64)
+    return low, high, table.index.to_numpy(), table, d
 
 
 def tost(values, margin: float = EQUIVALENCE_MARGIN_PP, *, alpha: float = TOST_ALPHA) -> dict:
@@ -230,12 +234,10 @@ def decide_differences(d, margin: float = EQUIVALENCE_MARGIN_PP) -> dict:
 def pipeline_verdict(runs: pd.DataFrame, margin: float = EQUIVALENCE_MARGIN_PP) -> dict:
     """E1 to E6 for one pipeline's finished runs (the keys of :data:`VERDICT_COLUMNS` but
     ``pipeline`` and ``label``)."""
-    low, high, seeds, d = paired_differences(runs)
+    low, high, _, table, d = _paired(runs)
     decided = decide_differences(d, margin)
     perm = {"p_value": math.nan, "p_min": math.nan}
-    if d.size:
-        used = runs[runs["seed"].isin(seeds)]
-        table = used.pivot_table(index="seed", columns="alpha", values="test_acc") * 100.0
+    if table is not None:
         perm = memory.spread_null(table[[low, high]].to_numpy())
     return {
         "alpha_low": low,
