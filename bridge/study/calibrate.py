@@ -162,10 +162,13 @@ def _pipeline_rows(replica, *, seed: int) -> list[dict]:
     "converged" is wrong where the true end memory has ``|n| > 1/e``, "stayed apart" where
     ``|n| <= 1/e``, "reversed" where ``n >= 0``, "overshoot" where ``n <= 1``."""
     rows = []
-    norms = replica.true_norm or replica.memory
-    fractions = replica.true_fraction or replica.memory
     for p, acc, norm, n_true, f_true in zip(
-        replica.design.pipelines, replica.accuracy, replica.norm, norms, fractions, strict=True
+        replica.design.pipelines,
+        replica.accuracy,
+        replica.norm,
+        replica.true_norm,
+        replica.true_fraction,
+        strict=True,
     ):
         end = 100.0 * acc[:, :, -1]  # (seeds, alphas) pp: the validation-selected checkpoint
         true_spread = 100.0 * replica.truth.gap * f_true[-1]

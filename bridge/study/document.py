@@ -207,7 +207,7 @@ def design_rows(study) -> list[list[str]]:
     """One row per pipeline of the design: settings, units, interpolation, spread, the function
     memory's verdict (:mod:`~initmem.bridge.study.equivalence`), norm memory."""
     function = _by_pipeline(study.function)
-    verdicts = _by_pipeline(getattr(study, "function_verdicts", pd.DataFrame()))
+    verdicts = _by_pipeline(study.function_verdicts)
     norm = _by_pipeline(study.norm_end)
     rows = []
     for _, row in study.design.iterrows():
@@ -279,7 +279,7 @@ def function_memory(study) -> list[str]:
     frame = study.function
     if frame.empty:
         return parts
-    verdicts = _by_pipeline(getattr(study, "function_verdicts", pd.DataFrame()))
+    verdicts = _by_pipeline(study.function_verdicts)
     rows = []
     for _, r in frame.iterrows():
         v = verdicts.loc[r["pipeline"]] if r["pipeline"] in verdicts.index else None
@@ -397,8 +397,8 @@ def function_sentences(frame: pd.DataFrame) -> list[str]:
 def accuracy(study) -> list[str]:
     """The test accuracy per pipeline and alpha, and the within-family comparison of the pipelines
     that forget against those that keep (:mod:`~initmem.bridge.study.accuracy`)."""
-    levels = getattr(study, "accuracy_levels", pd.DataFrame())
-    if levels is None or levels.empty:
+    levels = study.accuracy_levels
+    if levels.empty:
         return []
     rows = [
         [
@@ -418,8 +418,7 @@ def accuracy(study) -> list[str]:
         table(["pipeline", "alpha", "seeds", "test accuracy % [95%]"], rows),
         "",
     ]
-    comparison = getattr(study, "accuracy_comparison", pd.DataFrame())
-    if comparison is not None and not comparison.empty:
+    if not study.accuracy_comparison.empty:
         parts += [
             "Per optimizer family, the pipelines whose function memory is gone against those "
             "whose memory is kept: per seed both used, the mean over alphas and pipelines of the "

@@ -323,8 +323,8 @@ class Replica:
     norm: list
     accuracy: list
     memory: list
-    true_norm: list = dataclasses.field(default_factory=list)
-    true_fraction: list = dataclasses.field(default_factory=list)
+    true_norm: list
+    true_fraction: list
 
 
 def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
