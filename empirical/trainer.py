@@ -628,11 +628,11 @@ class Trainer:
                 f"model {config.model!r}: a parameter is named {RESIDUAL_STREAM_LAYER!r}, the layer "
                 "logs' name of the joint residual-stream entry; rename it"
             )
-        #: the trained parameters of the ``residual_stream`` group (jointly scale-invariant)
-        self.residual_stream = [
-            n for n in residual_stream_parameters(self.model) if n in set(self.names)
-        ]
-        self.joint_index = [i for i, n in enumerate(self.names) if n in set(self.residual_stream)]
+        stream = set(residual_stream_parameters(self.model))
+        #: indices and names of the trained parameters of the ``residual_stream`` group (jointly
+        #: scale-invariant)
+        self.joint_index = [i for i, n in enumerate(self.names) if n in stream]
+        self.residual_stream = [self.names[i] for i in self.joint_index]
         #: layers whose angular update per step is logged: the scale-invariant conv weights
         self.angle_layers = [
             config.track_grad_norms and name in self.scale_invariant for name in self.names
