@@ -449,8 +449,9 @@ def format_design(table: pd.DataFrame) -> str:
     if "predicted_state" in table and (table["predicted_state"] == NO_NORM_MEMORY).any():
         models = (table["predicted_state"] == NO_NORM_MEMORY).sum()
         lines.append(
-            f"m_end '-': {models} pipelines train a model with {NO_NORM_MEMORY} (no norm memory, "
-            "so no norm law: their pre-registered predictions are per parameter group)"
+            f"m_end '-': {models} pipelines train a model with {NO_NORM_MEMORY} (no per-layer norm "
+            "law in this table: their pre-registered predictions are per parameter group, the "
+            "joint residual_stream norm of a pre-LN model among them)"
         )
     return "\n".join(lines)
 

@@ -369,16 +369,19 @@ def function_memory(runs: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) ->
 
 
 # ====================================================================== norm memory at the end
-def norm_memory_end(norm_curves: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Per pipeline: the norm memory (M4) of the scaled BN-followed convs at the last evaluation,
-    mean over seeds with a 95% t-interval (``memory_end``, ``lo``, ``hi``, ``n_seeds``).
+def norm_memory_end(
+    norm_curves: pd.DataFrame, runs: pd.DataFrame, *, layer: str = SCALE_INVARIANT_MEAN
+) -> pd.DataFrame:
+    """Per pipeline: the norm memory (M4) of ``layer`` at the last evaluation (by default the layer
+    mean of the scaled BN-followed convs; the joint ``residual_stream`` entry of a pre-LN model is
+    another), mean over seeds with a 95% t-interval (``memory_end``, ``lo``, ``hi``, ``n_seeds``).
 
     ``norm_curves``: :func:`initmem.empirical.curves.norm_memory_curves`; ``runs`` give the labels
     and the sweep order.
     """
     if norm_curves.empty:
         return pd.DataFrame(columns=["pipeline", "label", "memory_end", "lo", "hi", "n_seeds"])
-    mean = norm_curves[norm_curves["layer"] == SCALE_INVARIANT_MEAN]
+    mean = norm_curves[norm_curves["layer"] == layer]
     labels = runs.drop_duplicates("pipeline").set_index("pipeline")["label"]
     rows = []
     order = list(dict.fromkeys(runs["pipeline"]))  # sweep order

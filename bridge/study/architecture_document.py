@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.bridge.study.document import generated_by, notes_lines, reproduce_lines
+from initmem.bridge.study.equivalence import permutation_text
 from initmem.empirical import memory, tables
 from initmem.empirical.markdown import MISSING, interval, number, table
 from initmem.theory.criterion import FORGETTING
@@ -73,11 +74,11 @@ def per_architecture(study) -> list[str]:
         "settings",
         "seeds used",
         "test acc % by alpha",
-        "spread pp [95%]",
-        "null pp",
-        "p",
         "alpha max - min, pp [95%]",
-        "spread",
+        "seed sd pp",
+        "90% interval (margin)",
+        "permutation p",
+        "function memory",
         "norm memory at end [95%]",
         "norm forgetting time (steps)",
         "predicted (steps)",
@@ -87,7 +88,7 @@ def per_architecture(study) -> list[str]:
     for model in study.architectures():
         cells = study.cells_of(model)
         parts += [f"### {model}", "", table(header, [cell_row(r) for _, r in cells.iterrows()]), ""]
-        norm = cells[cells["has_scale_invariant"] & cells["norm_end"].notna()]
+        norm = cells[cells["has_norm_memory"] & cells["norm_end"].notna()]
         if not norm.empty:
             frame = pd.DataFrame(
                 {
@@ -101,34 +102,77 @@ def per_architecture(study) -> list[str]:
             parts += [f"- {line}" for line in memory.norm_sentences(frame)]
         law = study.law_sentences()
         parts += [f"- {line}" for line in law if line.startswith(f"{model}:")]
-        if not cells["has_scale_invariant"].any():
-            parts.append(f"- {model}: norm memory not defined: no scale-invariant weights.")
+        parts += [f"- {line}" for line in _fit_lines(study, cells)]
+        if not cells["has_norm_memory"].any():
+            parts.append(
+                f"- {model}: norm memory not defined: no scale-invariant weights and no pre-LN "
+                "residual stream."
+            )
+        parts += _calibration_lines(study, model)
         parts.append("")
     return parts
 
 
+def _fit_lines(study, cells) -> list[str]:
+    """Per cell whose seeds did not all reach the fit threshold at every alpha: how many did (the
+    function memory uses those only, M1)."""
+    seeds = study.runs.groupby("pipeline")["seed"].nunique()
+    threshold = tables.threshold_text(study.runs)
+    return [
+        f"{r['pipeline_label']}: {int(r['n_seeds_used'])} of {int(seeds[r['pipeline']])} seeds "
+        f"reached the fit threshold (final train accuracy >= {threshold}) at every alpha; the "
+        "function memory uses those only."
+        for _, r in cells.iterrows()
+        if r["n_seeds_used"] < seeds.get(r["pipeline"], 0)
+    ]
+
+
+def _calibration_lines(study, model: str) -> list[str]:
+    """A6 for one architecture: the verdict's worst error over the truths and its power."""
+    calibration = getattr(study, "calibration", None)
+    if calibration is None or calibration.empty:
+        return []
+    rows = calibration[calibration["model"] == model]
+    if rows.empty:
+        return []
+    worst = rows.loc[rows["wrong"].idxmax()]
+    decided = ", ".join(
+        f"{r.truth}: {100 * r.decided:.0f}% ({100 * r.right:.0f}% right)" for r in rows.itertuples()
+    )
+    return [
+        f"- Calibration ({int(rows['replicas'].iloc[0])} planted-answer replicas of this design "
+        f"per truth, each cell at its measured seed noise): the verdict names a wrong answer in at "
+        f"most {100 * worst['wrong']:.1f}% [95% {100 * worst['wrong_lo']:.1f}, "
+        f"{100 * worst['wrong_hi']:.1f}] of replicas (worst truth: {worst['truth']}); it decides "
+        f"in {decided}."
+    ]
+
+
 def cell_row(r) -> list[str]:
     """One cell's table row."""
-    if r["has_scale_invariant"]:
+    if r["has_norm_memory"]:
         norm = interval(r["norm_end"], r["norm_lo"], r["norm_hi"])
         if not np.isfinite(r["norm_end"]):
             norm = "no layer logs"
+        norm = f"{norm} (`{r['deciding_group']}`)"
         time = (
             f"> {r['total_steps']:.0f} (censored)"
             if r["norm_time_censored"]
             else f"{r['norm_time_steps']:.0f}"
         )
     else:
-        norm, time = "not defined: no scale-invariant weights", MISSING
+        norm, time = str(r["norm_state"]), MISSING
     return [
         str(r["pipeline_label"]),
         str(r["settings"]),
         number(r["n_seeds_used"]),
         str(r["acc_by_alpha"]) if isinstance(r["acc_by_alpha"], str) else MISSING,
-        interval(r["spread_pp"], r["spread_lo"], r["spread_hi"], 1),
-        number(r["null_mean_pp"], 1),
-        number(r["p_value"], 3),
-        interval(r.get("diff_pp", np.nan), r.get("diff_lo", np.nan), r.get("diff_hi", np.nan), 1),
+        interval(r["diff_pp"], r["diff_lo"], r["diff_hi"], 1),
+        number(r["sd_pp"], 2),
+        f"[{r['tost_lo']:.1f}, {r['tost_hi']:.1f}] (+-{r['margin_pp']:g})"
+        if np.isfinite(r["tost_lo"])
+        else MISSING,
+        permutation_text(r),
         str(r["spread_state"]),
         norm,
         time,
@@ -182,26 +226,33 @@ def rules(study) -> list[str]:
     parts = [
         "## Rules fixed in advance",
         "",
-        f"- A run interpolates when its final train accuracy is >= {threshold}; the spread uses, "
-        "per pipeline, the seeds whose runs interpolate at every alpha (fewer than 2: no spread).",
-        "- The spread (max minus min over alpha of the seed-mean test accuracy) is reported with "
-        "its bootstrap interval, its noise floor (the mean spread with alpha labels permuted within "
-        "each seed) and its permutation p-value; with two alphas that p-value cannot go below "
-        f"2 / 2^seeds ({_p_min_text(study)}), so the memory's state is decided by the seed-paired "
-        "difference of test accuracy between the largest and the smallest alpha and its 95% "
-        f"t-interval over seeds: *gone* when the interval lies within +-{study.spread_margin_pp:g} "
-        "pp, *kept* when it excludes 0, otherwise cannot tell at this size.",
-        f"- Norm memory (scale-invariant weights only): forgotten means {FORGETTING.name}: "
+        f"- A run counts as fitted when its final train accuracy is >= {threshold} (the sweep "
+        "file's `[study] interpolation`, fixed before the runs); the function memory uses, per "
+        "pipeline, the seeds whose runs are fitted at every alpha (fewer than 2: none).",
+        "- Function memory: the seed-paired difference of validation-selected test accuracy "
+        "between the largest and the smallest alpha (pp), its seed sd the noise floor. *Kept* when "
+        "its 95% t-interval excludes 0; *gone* when two one-sided t-tests at 0.05 put it within "
+        f"+-{study.spread_margin_pp:g} pp (its 90% interval inside the margin, fixed before the "
+        "runs); otherwise cannot tell at this size. The within-seed permutation test is printed "
+        f"only where its smallest attainable p (2 / 2^seeds: {_p_min_text(study)}) is below 0.05.",
+        f"- Norm memory: of the scale-invariant weights (layer mean), or of the joint norm of a "
+        f"pre-LN model's `residual_stream` group; forgotten means {FORGETTING.name}: "
         f"{FORGETTING.definition}; the end state is decided by its 95% t-interval over seeds "
         "(converged within 1/e of 0, apart above it, reversed when the interval lies below 0: not "
         "forgotten); the measured forgetting time is the first logged step where the seed-mean "
         "|memory| reaches it, censored when it never does (initmem.theory.criterion).",
-        f"- The deciding group of the prediction is `{study.deciding_groups[0]}` for a model with "
-        f"scale-invariant weights, `{study.deciding_groups[1]}` (the lazy NTK memory term) otherwise; it "
-        "predicts forgetting when its time is at most the run's length in steps.",
-        "- A pipeline disagrees with the thesis when its spread is kept although forgetting is "
-        "predicted (or gone although it is not), or when the norm memory converged while the "
-        "spread was kept; an architecture with any such pipeline: the thesis does not hold here.",
+        "- The deciding group of the prediction is the first of "
+        + ", ".join(f"`{g}`" for g in study.deciding_groups)
+        + " that the model has (the normalized-weight laws per layer, on the joint residual "
+        "stream, or the lazy NTK memory term); it predicts forgetting when its time is at most the "
+        "run's length in steps.",
+        "- A pipeline disagrees with the thesis when its function memory is kept although "
+        "forgetting is predicted (or gone although it is not), or when the norm memory converged "
+        "while the function memory was kept. An architecture: *the thesis does not hold here* "
+        "with any such pipeline; *the thesis holds here* when none disagrees and at least one "
+        "pipeline predicted to keep and one predicted to forget agree; otherwise cannot tell, "
+        "with the seeds that would decide each open pipeline at its measured seed noise (power "
+        "0.8).",
         "",
     ]
     return parts + notes_lines(study.notes)
@@ -220,7 +271,7 @@ def _count(n: int, noun: str) -> str:
 
 def _p_min_text(study) -> str:
     """The smallest attainable permutation p-values of the sweep's cells, as text."""
-    values = sorted({float(v) for v in study.cells["p_min"] if np.isfinite(float(v))})
+    values = sorted({float(v) for v in study.cells["perm_p_min"] if np.isfinite(float(v))})
     if not values:
         return "no cell has two seeds used"
     return "here " + ", ".join(f"{v:.3g}" for v in values)

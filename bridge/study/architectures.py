@@ -16,34 +16,44 @@ percentage points, times in optimizer steps; ``T``: the pipeline's run length in
 
 Definitions (each computed per cell from the folder; the measures are :mod:`initmem.empirical.memory`'s)
 ---------------------------------------------------------------------------------------------------------
-(A1) **Spread** (M2): spread of the validation-selected test accuracy across alpha on the seeds that
-     interpolate at every alpha, with its bootstrap interval and its within-seed permutation null
-     (:func:`initmem.empirical.memory.spread_memory`), reported as they are. With two alphas the
-     permutation p-value cannot go below ``2 / 2^seeds`` (0.125 for 4 seeds), so the *state* is
-     decided by the seed-paired difference ``d_s = acc(alpha_max, s) - acc(alpha_min, s)`` (pp) and
-     its Student-t interval over seeds (:func:`initmem.empirical.memory.mean_interval`; the seed-to-seed
-     noise floor): ``gone`` when the interval lies within ``+-`` :data:`SPREAD_MARGIN_PP` (a practical
-     zero fixed in advance), ``kept`` when it excludes 0 (and is not gone), else ``cannot tell``.
-(A2) **Norm memory** (M4) of the scale-invariant weights at the end, with its t-interval over seeds
-     (:func:`initmem.empirical.memory.norm_memory_end`), decided by the one rule of
+(A1) **Function memory** of a cell: the rules of :mod:`~initmem.bridge.study.equivalence` (E1 to
+     E6) on the validation-selected test accuracy of the seeds that interpolate at every alpha (M1):
+     the seed-paired difference ``d_s = acc(alpha_max, s) - acc(alpha_min, s)`` (pp), ``kept`` when
+     its 95% t-interval excludes 0, ``gone`` when the two one-sided tests put it within +-
+     :data:`SPREAD_MARGIN_PP` (a practical zero fixed in advance), else ``cannot tell``. Its noise
+     floor is the seed sd of ``d_s``; the spread M2 (:func:`initmem.empirical.memory.spread_memory`)
+     is reported beside it, the permutation test only where its smallest p can reach 0.05.
+(A2) **Norm memory** (M4) at the end, with its t-interval over seeds, of the deciding group's norm
+     (A3): the layer mean of the scale-invariant weights, or the joint norm of a pre-LN model's
+     ``residual_stream`` group (the layer-log entry
+     :data:`~initmem.empirical.config.RESIDUAL_STREAM_LAYER`); decided by the one rule of
      :mod:`initmem.theory.criterion` (:func:`~initmem.theory.criterion.interval_state`):
      ``converged`` (forgotten) / ``apart`` (kept) / ``reversed`` (below 0, the interval excluding 0:
-     not forgotten) / ``overshoot`` (above 1, the interval excluding 1: kept) / ``cannot tell``; *not defined* for a model whose layer logs mark no weight
-     scale-invariant. Its measured forgetting time: the one decision
+     not forgotten) / ``overshoot`` (above 1, the interval excluding 1: kept) / ``cannot tell``;
+     *not defined* for a model with neither. Its measured forgetting time: the one decision
      (:func:`initmem.bridge.measure.decide_seeds`: the first logged step where the seed-mean
      ``|norm memory|`` is at most 1/e); *censored* (``> T``) when it never is, or when it ends reversed.
-(A3) **Prediction**: the *deciding group* is ``scale_invariant`` for a model that has such weights
-     (the normalized-weight laws, P1 of :mod:`~initmem.bridge.preregister`) and ``other`` otherwise
-     (the lazy NTK memory term and its decay, P2); the head's logit-scale row (P3) is reported beside
-     it, not used. Predicted state: ``forgets within the run`` when the deciding group's time is at
-     most ``T``, ``keeps alpha past the run`` when it is longer (or never), ``no prediction`` when the
-     row has no closed form.
-(A4) **Agreement** of a cell: ``agrees`` when the spread is ``gone`` and the prediction forgets, or
-     ``kept`` and it keeps; ``disagrees`` when they are opposite, or when the norm memory
-     ``converged`` while the spread was ``kept`` (the memory of alpha persists without the mechanism);
-     else ``cannot tell``.
-(A5) **Verdict** per architecture: "the thesis does not hold here" when any of its cells disagrees;
-     "the data agree with the thesis here" when every cell agrees; else "cannot tell at this size".
+(A3) **Prediction**: the *deciding group* is the first of :data:`DECIDING_GROUPS` the pipeline's
+     predictions give tensors: ``scale_invariant`` (the normalized-weight laws per layer, P1 of
+     :mod:`~initmem.bridge.preregister`), ``residual_stream`` (the same laws on the joint norm of a
+     pre-LN model), else ``other`` (the lazy NTK memory term and its decay, P2); the head's
+     logit-scale row (P3) is reported beside it, not used. Predicted state: ``forgets within the
+     run`` when the deciding group's time is at most ``T``, ``keeps alpha past the run`` when it is
+     longer (or never), ``no prediction`` when the row has no closed form.
+(A4) **Agreement** of a cell: ``agrees`` when the function memory is ``gone`` and the prediction
+     forgets, or ``kept`` and it keeps; ``disagrees`` when they are opposite, or when the norm memory
+     ``converged`` while the function memory was ``kept`` (the memory of alpha persists without the
+     mechanism); else ``cannot tell``.
+(A5) **Verdict** per architecture: "the thesis does not hold here" when a cell disagrees (a decided
+     disagreement); "the thesis holds here" when none disagrees and at least one cell predicted to
+     keep and one predicted to forget agree (both directions decided); else "cannot tell at this
+     size", naming per undecided cell the seeds that would decide it at its measured seed noise
+     (:func:`seeds_to_decide`).
+(A6) **Calibration** (:mod:`initmem.bridge.study.architecture_calibration`): A1 to A5 run on
+     planted-answer replicas of the same design (cells, seeds used, each cell's measured seed noise)
+     under truths where the thesis holds and where it fails in each direction; per architecture the
+     rate at which the verdict names the wrong answer (its worst over the truths) and the rate at
+     which it decides at all (the design's power).
 
 :func:`architecture_study` computes the cells; :mod:`initmem.bridge.study.architecture_document` writes
 ``docs/architectures.md`` from them (``initmem study DIR --doc docs/architectures.md``).
@@ -60,9 +70,11 @@ import pandas as pd
 
 from initmem.bridge import preregister
 from initmem.bridge.measure import decide_seeds
+from initmem.bridge.study import equivalence
 from initmem.bridge.study.architecture_document import document
-from initmem.bridge.study.equivalence import EQUIVALENCE_MARGIN_PP, paired_differences
+from initmem.bridge.study.equivalence import EQUIVALENCE_MARGIN_PP
 from initmem.empirical import memory, tables
+from initmem.empirical.config import RESIDUAL_STREAM_LAYER
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
 from initmem.empirical.sweep import read_manifest
 from initmem.theory.criterion import FORGETTING, interval_state
@@ -70,8 +82,13 @@ from initmem.theory.criterion import FORGETTING, interval_state
 #: A paired difference whose 95% interval lies within +- this (pp) counts as gone (A1): the one
 #: margin of function memory (:data:`initmem.bridge.study.equivalence.EQUIVALENCE_MARGIN_PP`).
 SPREAD_MARGIN_PP = EQUIVALENCE_MARGIN_PP
-#: Prediction groups that decide a cell (A3): the first one the model has.
-DECIDING_GROUPS = ("scale_invariant", "other")
+#: Prediction groups that decide a cell (A3): the first one the pipeline's predictions give tensors.
+DECIDING_GROUPS = ("scale_invariant", "residual_stream", "other")
+#: The norm-memory curve (layer of :func:`~initmem.empirical.curves.norm_memory_curves`) that
+#: measures each deciding group (A2); ``other`` has none.
+NORM_LAYERS = {"scale_invariant": SCALE_INVARIANT_MEAN, "residual_stream": RESIDUAL_STREAM_LAYER}
+#: Power at which :func:`seeds_to_decide` counts the seeds a cell needs (E5's).
+DECIDE_POWER = equivalence.GONE_POWER
 
 
 @dataclass
@@ -84,6 +101,9 @@ class ArchitectureStudy:
     predictions: pd.DataFrame
     runs: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    #: A6 (:func:`~initmem.bridge.study.architecture_calibration.calibrate_study` sets it; empty
+    #: when not asked for).
+    calibration: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: The rules of A1 and A3, as the document states them.
     spread_margin_pp: float = SPREAD_MARGIN_PP
     deciding_groups: tuple[str, ...] = DECIDING_GROUPS
@@ -112,29 +132,6 @@ class ArchitectureStudy:
 
 
 # ====================================================================== states
-def paired_difference(runs: pd.DataFrame) -> dict:
-    """A1's statistic for one pipeline's finished runs: the mean over the seeds used (M1) of
-    ``acc(alpha_max, s) - acc(alpha_min, s)`` in pp (E1 of :mod:`~initmem.bridge.study.equivalence`),
-    with its 95% t-interval (``diff_pp``, ``diff_lo``, ``diff_hi``; NaN with fewer than 2 alphas or
-    2 seeds used)."""
-    d = paired_differences(runs)[3]
-    if d.size < 2:
-        return {"diff_pp": np.nan, "diff_lo": np.nan, "diff_hi": np.nan}
-    mean, lo, hi = memory.mean_interval(d)
-    return {"diff_pp": mean, "diff_lo": lo, "diff_hi": hi}
-
-
-def spread_state(diff_lo: float, diff_hi: float, margin_pp: float = SPREAD_MARGIN_PP) -> str:
-    """A1: ``gone``, ``kept`` or ``cannot tell`` from the paired difference's interval."""
-    if not (np.isfinite(diff_lo) and np.isfinite(diff_hi)):
-        return "cannot tell"
-    if -margin_pp < diff_lo and diff_hi < margin_pp:
-        return "gone"
-    if diff_lo > 0 or diff_hi < 0:
-        return "kept"
-    return "cannot tell"
-
-
 #: A2's names for the states of :func:`initmem.theory.criterion.interval_state`.
 NORM_STATES = {
     "forgotten": "converged",
@@ -161,60 +158,114 @@ def predicted_state(steps: float, total_steps: float) -> str:
 
 
 def agreement(
-    spread: str, predicted: str, norm: str, n_seeds_used: int = 2, diverged: str = ""
+    function: str, predicted: str, norm: str, n_seeds_used: int = 2, diverged: str = ""
 ) -> tuple[str, str]:
-    """A4: the cell's agreement and why (``n_seeds_used``: M1's seeds, and ``diverged``: which
-    alphas' runs diverged, to say why a spread is undefined)."""
-    if norm == "converged" and spread == "kept":
+    """A4: the cell's agreement and why (``function``: A1's verdict; ``n_seeds_used``: M1's seeds,
+    and ``diverged``: which alphas' runs diverged, to say why a function memory is undefined)."""
+    if norm == "converged" and function == "kept":
         return (
             "disagrees",
             "the effective learning rates converged but the accuracy gap between the alphas stayed (its interval excludes 0)",
         )
-    if spread == "cannot tell" and n_seeds_used < 2 and diverged:
+    if function == "cannot tell" and n_seeds_used < 2 and diverged:
         return "cannot tell", f"runs diverged ({diverged}): no memory to measure at that alpha"
-    if spread == "cannot tell" and n_seeds_used < 2:
+    if function == "cannot tell" and n_seeds_used < 2:
         return "cannot tell", (
-            f"{n_seeds_used} seed(s) interpolate at every alpha: no spread (2 needed)"
+            f"{n_seeds_used} seed(s) interpolate at every alpha: no function memory (2 needed)"
         )
-    if spread == "cannot tell":
-        return "cannot tell", "the spread is not decided at this size"
+    if function == "cannot tell":
+        return "cannot tell", "the function memory is not decided at this size"
     if predicted == "no prediction":
         return "cannot tell", "the theory has no closed form for the deciding group"
     forgets = predicted == "forgets within the run"
-    if (spread == "gone") == forgets:
-        return "agrees", f"spread {spread}, as predicted"
-    if spread == "kept":
+    if (function == "gone") == forgets:
+        return "agrees", f"function memory {function}, as predicted"
+    if function == "kept":
         return "disagrees", "the memory of alpha persists past the predicted forgetting time"
     return "disagrees", "the memory of alpha is gone although the theory predicts it kept"
+
+
+def seeds_to_decide(row) -> float:
+    """A5: the seeds (interpolating at every alpha) at which the cell's function memory would be
+    decided in the predicted direction with probability :data:`DECIDE_POWER` at its measured seed
+    noise and measured difference: E5 (``gone``) for a cell predicted to forget, E5' (``kept``)
+    for one predicted to keep. NaN when the noise is not measured (fewer than 2 seeds), the
+    difference lies beyond the margin (gone) or at 0 (kept), or no number up to
+    :data:`~initmem.bridge.study.equivalence.MAX_SIZE` would do."""
+    sd, diff = float(row["sd_pp"]), float(row["diff_pp"])
+    if row["predicted_state"] == "forgets within the run":
+        return equivalence.seeds_for_gone(sd, row["margin_pp"], power=DECIDE_POWER, diff=diff)
+    return equivalence.seeds_for_kept(diff, sd, power=DECIDE_POWER)
+
+
+def _decide_text(row) -> str:
+    """What would decide an undecided cell, as the verdict names it."""
+    if row["n_seeds_used"] < 2:
+        return str(row["reason"])
+    need = seeds_to_decide(row)
+    what = "gone" if row["predicted_state"] == "forgets within the run" else "kept"
+    if not np.isfinite(need):
+        return (
+            f"{row['reason']}; no number of seeds would show it {what} at its measured "
+            f"difference {row['diff_pp']:+.2f} pp and seed noise (sd {row['sd_pp']:.2f} pp)"
+        )
+    return (
+        f"{row['reason']}; {int(need)} seeds would show it {what} with probability "
+        f"{DECIDE_POWER:.1f} at its measured difference {row['diff_pp']:+.2f} pp and seed noise "
+        f"(sd {row['sd_pp']:.2f} pp; {int(row['n_seeds_used'])} used)"
+    )
+
+
+def architecture_verdict(cells: pd.DataFrame) -> str:
+    """A5's answer for one architecture's cells: ``holds``, ``does not hold`` or ``cannot tell``."""
+    if (cells["agreement"] == "disagrees").any():
+        return "does not hold"
+    agree = cells[cells["agreement"] == "agrees"]
+    directions = set(agree["predicted_state"])
+    if {"forgets within the run", "keeps alpha past the run"} <= directions:
+        return "holds"
+    return "cannot tell"
 
 
 def verdict_sentence(model: str, cells: pd.DataFrame) -> str:
     """A5, with the cells that decide it named."""
     n = len(cells)
-    against = cells[cells["agreement"] == "disagrees"]
+    answer = architecture_verdict(cells)
     agree = cells[cells["agreement"] == "agrees"]
-    undecided = cells[cells["agreement"] == "cannot tell"]
-    if len(against):
+    if answer == "does not hold":
+        against = cells[cells["agreement"] == "disagrees"]
         reasons = "; ".join(f"{r.pipeline_label}: {r.reason}" for r in against.itertuples())
         return (
             f"{model}: the thesis does not hold here ({len(against)} of {n} pipelines: {reasons})."
         )
-    if len(agree) == n and n:
-        kept = int((agree["spread_state"] == "kept").sum())
-        return (
-            f"{model}: the data agree with the thesis here (all {n} pipelines: the memory of alpha "
-            f"is kept in {kept} and gone in {n - kept}, each as predicted)."
-        )
-    reasons = "; ".join(f"{r.pipeline_label}: {r.reason}" for r in undecided.itertuples())
+    kept = int((agree["spread_state"] == "kept").sum())
+    decided = (
+        f"{len(agree)} of {n} pipelines agree with the prediction (the memory of alpha kept in "
+        f"{kept}, gone in {len(agree) - kept}, each as predicted)"
+    )
+    if answer == "holds":
+        return f"{model}: the thesis holds here ({decided}; none disagrees)."
+    undecided = cells[cells["agreement"] == "cannot tell"]
+    missing = sorted(
+        {"forgets within the run", "keeps alpha past the run"} - set(agree["predicted_state"])
+    )
+    reasons = "; ".join(
+        f"{r['pipeline_label']}: {_decide_text(r)}" for _, r in undecided.iterrows()
+    )
     return (
-        f"{model}: cannot tell at this size ({len(agree)} of {n} pipelines agree with the "
-        f"prediction, none disagrees; undecided: {reasons})."
+        f"{model}: cannot tell at this size ({decided}; none disagrees; no decided pipeline "
+        f"predicted to {' or '.join(_direction(m) for m in missing)}; undecided: {reasons})."
     )
 
 
+def _direction(predicted: str) -> str:
+    """A predicted state as the verb the verdict uses."""
+    return "forget" if predicted == "forgets within the run" else "keep"
+
+
 def law_sentence(model: str, cells: pd.DataFrame) -> str:
-    """A2 against A3 for the norm memory of one architecture ('' without scale-invariant weights)."""
-    defined = cells[cells["has_scale_invariant"]]
+    """A2 against A3 for the norm memory of one architecture ('' without a measured norm group)."""
+    defined = cells[cells["has_norm_memory"]]
     if defined.empty:
         return ""
     decided = defined[defined["norm_state"].isin(["converged", "apart", "reversed", "overshoot"])]
@@ -224,11 +275,12 @@ def law_sentence(model: str, cells: pd.DataFrame) -> str:
         == (decided["predicted_state"] == "forgets within the run")
     ]
     reached = int((~defined["norm_time_censored"]).sum())
+    groups = ", ".join(f"`{g}`" for g in dict.fromkeys(defined["deciding_group"]))
     return (
-        f"{model}: the measured norm memory was forgotten ({FORGETTING.name}) within the run in {reached} of "
-        f"{len(defined)} pipelines (censored in the others); the normalized-weight laws' predicted "
-        f"forgetting matches the measured end state in {len(match)} of the {len(decided)} "
-        f"pipelines whose end state is decided."
+        f"{model}: the measured norm memory ({groups}) was forgotten ({FORGETTING.name}) within "
+        f"the run in {reached} of {len(defined)} pipelines (censored in the others); the "
+        f"normalized-weight laws' predicted forgetting matches the measured end state in "
+        f"{len(match)} of the {len(decided)} pipelines whose end state is decided."
     )
 
 
@@ -272,11 +324,11 @@ def sweep_predictions(sweep_dir: Path, manifest, *, compute_missing: bool = True
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), notes
 
 
-def norm_times(curves: pd.DataFrame) -> pd.Series:
-    """A2: per pipeline, the step where the norm memory of the scale-invariant weights is forgotten
-    by the one decision (:func:`initmem.bridge.measure.decide_seeds`, on the layer mean of
-    :data:`initmem.theory.criterion.LAYER_RULE`; NaN: not within the logged steps, censored)."""
-    mean = curves[curves["layer"] == SCALE_INVARIANT_MEAN]
+def norm_times(curves: pd.DataFrame, layer: str = SCALE_INVARIANT_MEAN) -> pd.Series:
+    """A2: per pipeline, the step where the norm memory of ``layer`` (the layer mean of the
+    scale-invariant weights, or the joint residual-stream norm) is forgotten by the one decision
+    (:func:`initmem.bridge.measure.decide_seeds`; NaN: not within the logged steps, censored)."""
+    mean = curves[curves["layer"] == layer]
     out = {}
     for pipeline, group in mean.groupby("pipeline"):
         table = group.pivot_table(index="seed", columns="step", values="memory", dropna=False)
@@ -312,14 +364,13 @@ def cell_table(runs, configs, predictions, layers, curves) -> pd.DataFrame:
     pipeline -> its first RunConfig; ``layers`` / ``curves``: the layer logs and their norm memory
     curves (empty when none)."""
     done = tables.finished_runs(runs)
-    norm_end = memory.norm_memory_end(curves, done) if not curves.empty else pd.DataFrame()
-    norm_end = norm_end.set_index("pipeline") if not norm_end.empty else norm_end
-    times = norm_times(curves) if not curves.empty else pd.Series(dtype=float)
-    invariant_hashes = (
-        set(layers.loc[layers["scale_invariant"].astype(bool), "hash"])
-        if not layers.empty and "scale_invariant" in layers
-        else set()
-    )
+    norm_end, times = {}, {}
+    for group, layer in NORM_LAYERS.items():
+        if curves.empty:
+            break
+        end = memory.norm_memory_end(curves, done, layer=layer)
+        norm_end[group] = end.set_index("pipeline") if not end.empty else end
+        times[group] = norm_times(curves, layer)
     rows = []
     for pipeline in runs["pipeline"].unique():
         group = done[done["pipeline"] == pipeline]
@@ -337,25 +388,11 @@ def cell_table(runs, configs, predictions, layers, curves) -> pd.DataFrame:
             k: spread.get(k, np.nan)
             for k in ("spread_pp", "spread_lo", "spread_hi", "null_mean_pp", "null_hi_pp")
         }
-        row |= {k: spread.get(k, np.nan) for k in ("p_value", "p_min")}
-        row |= paired_difference(group) if len(group) else {"diff_lo": np.nan, "diff_hi": np.nan}
-        row["spread_state"] = spread_state(row["diff_lo"], row["diff_hi"])
-        has_invariant = bool(set(group["hash"]) & invariant_hashes)
-        row["has_scale_invariant"] = has_invariant
-        if has_invariant and pipeline in getattr(norm_end, "index", []):
-            n = norm_end.loc[pipeline]
-            row |= {"norm_end": n["memory_end"], "norm_lo": n["lo"], "norm_hi": n["hi"]}
-            row["norm_n_seeds"] = int(n["n_seeds"])
-            row["norm_state"] = norm_state(n["memory_end"], n["lo"], n["hi"])
-        else:
-            row |= {"norm_end": np.nan, "norm_lo": np.nan, "norm_hi": np.nan, "norm_n_seeds": 0}
-            row["norm_state"] = (
-                "cannot tell" if has_invariant else "not defined: no scale-invariant weights"
-            )
-        time = times.get(pipeline, np.nan) if has_invariant else np.nan
-        row["norm_time_steps"] = time
-        row["norm_time_censored"] = bool(has_invariant and not np.isfinite(time))
-        row |= _predicted(predictions, pipeline, has_invariant)
+        function = equivalence.pipeline_verdict(group) if len(group) else _no_function()
+        row |= {k: function[k] for k in _FUNCTION_KEYS}
+        row["spread_state"] = function["verdict"]
+        row |= _predicted(predictions, pipeline)
+        row |= _norm(row["deciding_group"], pipeline, norm_end, times)
         row["predicted_state"] = predicted_state(row["predicted_steps"], row["total_steps"])
         row["diverged"] = diverged_text(group)
         row["agreement"], row["reason"] = agreement(
@@ -365,15 +402,71 @@ def cell_table(runs, configs, predictions, layers, curves) -> pd.DataFrame:
             row["n_seeds_used"],
             row["diverged"],
         )
+        if row["spread_state"] == "gone" and (row["diff_lo"] > 0 or row["diff_hi"] < 0):
+            row["reason"] += (
+                f"; gone within the +-{row['margin_pp']:g} pp margin fixed in advance, though not "
+                f"0: {row['diff_pp']:+.2f} pp [95% {row['diff_lo']:+.2f}, {row['diff_hi']:+.2f}]"
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _predicted(predictions: pd.DataFrame, pipeline: str, has_invariant: bool) -> dict:
+#: A1's columns of a cell, from :func:`initmem.bridge.study.equivalence.pipeline_verdict`.
+_FUNCTION_KEYS = (
+    "diff_pp",
+    "diff_lo",
+    "diff_hi",
+    "sd_pp",
+    "tost_lo",
+    "tost_hi",
+    "p_tost",
+    "margin_pp",
+    "perm_p",
+    "perm_p_min",
+)
+
+
+def _no_function() -> dict:
+    """A1 for a pipeline without finished runs."""
+    return {k: np.nan for k in _FUNCTION_KEYS} | {
+        "margin_pp": SPREAD_MARGIN_PP,
+        "verdict": "cannot tell",
+    }
+
+
+def _norm(group: str, pipeline: str, norm_end: dict, times: dict) -> dict:
+    """A2's columns for one pipeline: the norm memory of its deciding group (A3) at the end, its
+    state and its forgetting time; *not defined* for a group without a norm (``other``)."""
+    if group not in NORM_LAYERS:
+        return {
+            "has_norm_memory": False,
+            "norm_end": np.nan,
+            "norm_lo": np.nan,
+            "norm_hi": np.nan,
+            "norm_n_seeds": 0,
+            "norm_state": "not defined: no normalized weights",
+            "norm_time_steps": np.nan,
+            "norm_time_censored": False,
+        }
+    end = norm_end.get(group, pd.DataFrame())
+    row = {"has_norm_memory": True}
+    if pipeline in getattr(end, "index", []):
+        n = end.loc[pipeline]
+        row |= {"norm_end": n["memory_end"], "norm_lo": n["lo"], "norm_hi": n["hi"]}
+        row |= {"norm_n_seeds": int(n["n_seeds"])}
+        row["norm_state"] = norm_state(n["memory_end"], n["lo"], n["hi"])
+    else:
+        row |= {"norm_end": np.nan, "norm_lo": np.nan, "norm_hi": np.nan, "norm_n_seeds": 0}
+        row["norm_state"] = "cannot tell"
+    time = times.get(group, pd.Series(dtype=float)).get(pipeline, np.nan)
+    return row | {"norm_time_steps": time, "norm_time_censored": not np.isfinite(time)}
+
+
+def _predicted(predictions: pd.DataFrame, pipeline: str) -> dict:
     """A3's columns for one pipeline: the deciding group, its steps and mechanism, the head's steps,
     the NTK memory fraction and where the numbers come from."""
     empty = {
-        "deciding_group": DECIDING_GROUPS[0 if has_invariant else 1],
+        "deciding_group": DECIDING_GROUPS[-1],
         "predicted_steps": np.nan,
         "predicted_mechanism": "no predictions for this pipeline",
         "head_steps": np.nan,
@@ -383,9 +476,10 @@ def _predicted(predictions: pd.DataFrame, pipeline: str, has_invariant: bool) ->
     if predictions.empty or pipeline not in set(predictions["pipeline"]):
         return empty
     table = predictions[predictions["pipeline"] == pipeline].set_index("group")
-    group = empty["deciding_group"]
-    if group not in table.index:
+    present = [g for g in DECIDING_GROUPS if g in table.index and table.loc[g, "tensors"] > 0]
+    if not present:
         return empty
+    group = present[0]
     steps = float(table.loc[group, "steps"])
     return {
         "deciding_group": group,
@@ -399,8 +493,35 @@ def _predicted(predictions: pd.DataFrame, pipeline: str, has_invariant: bool) ->
     }
 
 
+def design_predictions(runs) -> pd.DataFrame:
+    """A3 before any run trains: per pipeline of ``runs`` (a sweep's expanded runs), the deciding
+    group's prediction at the pipeline's largest alpha
+    (:func:`~initmem.bridge.preregister.predict_groups`, what ``sweep run`` pre-registers) and the
+    predicted state against the run length. Columns: ``variant``, ``model``, ``alpha``,
+    ``deciding_group``, ``predicted_steps``, ``total_steps``, ``predicted_state``."""
+    rows = []
+    for p in preregister.sweep_pipelines(runs):
+        config = p.config.replace(alpha=p.alpha)
+        table = preregister.predict_groups(config).table.assign(source="", pipeline=p.pipeline)
+        found = _predicted(table, p.pipeline)
+        total = float(config.total_steps)
+        rows.append(
+            {
+                "variant": p.variant,
+                "model": config.model,
+                "alpha": p.alpha,
+                "deciding_group": found["deciding_group"],
+                "predicted_steps": found["predicted_steps"],
+                "total_steps": total,
+                "predicted_state": predicted_state(found["predicted_steps"], total),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def architecture_study(sweep_dir: str | Path, *, compute_missing: bool = True) -> ArchitectureStudy:
-    """Read a sweep folder and compute the cells of every architecture (module docstring)."""
+    """Read a sweep folder and compute the cells of every architecture (A1-A5 of the module
+    docstring); A6 is :func:`~initmem.bridge.study.architecture_calibration.calibrate_study`'s."""
     sweep_dir = Path(sweep_dir)
     manifest = read_manifest(sweep_dir)
     runs = tables.load_sweep(sweep_dir, manifest)
@@ -424,20 +545,23 @@ def architecture_study(sweep_dir: str | Path, *, compute_missing: bool = True) -
 
 
 __all__ = [
+    "DECIDE_POWER",
     "DECIDING_GROUPS",
+    "NORM_LAYERS",
     "SPREAD_MARGIN_PP",
     "ArchitectureStudy",
     "agreement",
     "architecture_study",
+    "architecture_verdict",
     "cell_table",
+    "design_predictions",
     "diverged_text",
     "is_architecture_sweep",
     "law_sentence",
     "norm_state",
     "norm_times",
-    "paired_difference",
     "predicted_state",
-    "spread_state",
+    "seeds_to_decide",
     "sweep_predictions",
     "verdict_sentence",
 ]

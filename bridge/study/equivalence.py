@@ -38,6 +38,11 @@ Definitions
      ``s^2 ~ sd^2 chi^2_{n-1}/(n-1)`` and ``c = t_{n-1}(1 - TOST_ALPHA)/sqrt(n)``:
      ``power = E_s[ max(0, Phi((margin - c s - delta) sqrt(n)/sd) - Phi((c s - margin - delta)
      sqrt(n)/sd)) ]``, one integral over the chi-square density, zero for ``c s >= margin``.
+(E5') **Seeds "kept" needs** (:func:`seeds_for_kept`): the smallest n at which E2 says "kept" with
+     probability :data:`GONE_POWER` when the true difference is ``delta`` (the measured one) and the
+     seed noise the measured ``sd``: with ``T = D sqrt(n) / s`` noncentral t (``n - 1`` degrees of
+     freedom, noncentrality ``delta sqrt(n) / sd``), ``power = P(|T| > t_{n-1}(1 - (1 - LEVEL)/2))``
+     (:func:`kept_power`; the standard power of the two-sided one-sample t-test).
 (E6) **Permutation test** (:func:`initmem.empirical.memory.spread_null` on the two alphas' columns:
      with two alphas the within-seed permutation is the sign flip of ``d_s``, the statistic ``|D|``).
      Its smallest attainable p-value is computed by that function (``2 / 2^n`` for n seeds); the
@@ -177,16 +182,22 @@ def seeds_for_gone(
     *,
     power: float = GONE_POWER,
     alpha: float = TOST_ALPHA,
+    diff: float = 0.0,
 ) -> float:
-    """E5: the smallest n >= 2 whose :func:`tost_power` at a true difference of 0 is at least
-    ``power``; NaN when none up to :data:`MAX_SIZE` or ``sd`` is
-    undefined. The power grows with n, so the search doubles n, then bisects."""
+    """E5: the smallest n >= 2 whose :func:`tost_power` at a true difference ``diff`` (0: the
+    power table's; a measured difference: the seeds that would call that pipeline gone) is at
+    least ``power``; NaN when none up to :data:`MAX_SIZE` (always for ``|diff| >= margin``) or
+    ``sd`` is undefined. The power grows with n, so the search doubles n, then bisects."""
+    if not np.isfinite(diff) or abs(diff) >= margin:
+        return math.nan
+    return _smallest_n(lambda n: tost_power(diff, sd, n, margin, alpha=alpha) >= power, sd)
+
+
+def _smallest_n(enough, sd: float) -> float:
+    """The smallest n >= 2 with ``enough(n)`` (a power that grows with n): doubling, then
+    bisection; NaN when none up to :data:`MAX_SIZE` or ``sd`` is undefined."""
     if not np.isfinite(sd) or sd < 0:
         return math.nan
-
-    def enough(n: int) -> bool:
-        return tost_power(0.0, sd, n, margin, alpha=alpha) >= power
-
     if enough(2):
         return 2.0
     low, high = 2, 4
@@ -198,6 +209,30 @@ def seeds_for_gone(
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return float(high)
+
+
+def kept_power(diff: float, sd: float, n: int, *, level: float = LEVEL) -> float:
+    """E5': the probability that E2 says "kept" on n normal differences of mean ``diff`` and
+    standard deviation ``sd``. NaN for n < 2 or an undefined ``sd``; for ``sd = 0``, 1 when
+    ``diff != 0``."""
+    # deferred: scipy loads only when a power is computed
+    from scipy import stats
+
+    if n < 2 or not (np.isfinite(diff) and np.isfinite(sd)) or sd < 0:
+        return math.nan
+    if sd == 0:
+        return float(diff != 0)
+    crit = float(stats.t.ppf(0.5 + level / 2, n - 1))
+    nc = diff * math.sqrt(n) / sd
+    return float(stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc))
+
+
+def seeds_for_kept(diff: float, sd: float, *, power: float = GONE_POWER) -> float:
+    """E5': the smallest n >= 2 whose :func:`kept_power` at ``diff`` and ``sd`` is at least
+    ``power``; NaN when none up to :data:`MAX_SIZE` (``diff`` 0) or an input is undefined."""
+    if not np.isfinite(diff) or diff == 0:
+        return math.nan
+    return _smallest_n(lambda n: kept_power(diff, sd, n) >= power, sd)
 
 
 def verdict(diff_lo: float, diff_hi: float, equivalent: bool, *, n_seeds: int = 2) -> str:
@@ -327,10 +362,12 @@ __all__ = [
     "VERDICTS",
     "VERDICT_COLUMNS",
     "decide_differences",
+    "kept_power",
     "paired_differences",
     "permutation_text",
     "pipeline_verdict",
     "seeds_for_gone",
+    "seeds_for_kept",
     "tost",
     "tost_power",
     "verdict",

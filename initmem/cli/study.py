@@ -70,9 +70,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="calibrate the unit decision on N synthetic sweeps of this design per truth "
-        "(initmem.bridge.study.calibrate; about 0.1 s each for 12 pipelines; default: the sweep file's "
-        "[study] calibrate, else 0: off, and a verdict for epochs says cannot tell)",
+        help="calibrate the verdicts on N synthetic replicas of this design per truth (units: "
+        "initmem.bridge.study.calibrate, about 0.1 s each for 12 pipelines, without it a verdict "
+        "for epochs says cannot tell; architectures: "
+        "initmem.bridge.study.architecture_calibration); default: the sweep file's [study] "
+        "calibrate, else 0: off",
     )
     parser.add_argument(
         "--wall-time",
@@ -176,15 +178,22 @@ def architectures(args, sweep_dir, tables, doc, status, start) -> int:
     and tables; prints the verdict per architecture."""
     import time
 
+    from initmem.bridge.study.architecture_calibration import calibrate_study
     from initmem.bridge.study.architectures import architecture_study
     from initmem.bridge.study.framing import reproduce_command
 
     study = architecture_study(sweep_dir)
+    if args.calibrate:
+        calibrate_study(study, args.calibrate)
     study.notes += folder_notes(sweep_dir, status)
     tables.mkdir(parents=True, exist_ok=True)
     study.cells.to_csv(tables / "cells.csv", index=False)
+    if not study.calibration.empty:
+        study.calibration.to_csv(tables / "calibration.csv", index=False)
     study.predictions.to_csv(tables / "predictions.csv", index=False)
-    command = reproduce_command(args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time)
+    command = reproduce_command(
+        args.dir, doc, n_boot=args.n_boot, wall_time=args.wall_time, calibrate=args.calibrate
+    )
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(study.markdown(command=command, wall=measured(args, sweep_dir)))
     for line in study.verdict():

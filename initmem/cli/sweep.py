@@ -33,7 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument(
         "file", metavar="FILE", help="sweep TOML file, or a preset name (sweep presets)"
     )
-    run.add_argument("--out", required=True, metavar="DIR", help="sweep folder")
+    run.add_argument(
+        "--out",
+        metavar="DIR",
+        help="sweep folder (required, but with --dry-run: nothing is written)",
+    )
     run.add_argument("--backend", choices=("local", "submitit", "ray"), help="default: local")
     run.add_argument(
         "--workers",
@@ -138,11 +142,14 @@ def run_command(args: argparse.Namespace) -> int:
         spec = load_spec(args.file, args.overrides)
         if args.dry_run:
             _print_plan(spec, progress=not args.quiet, probe=not args.no_probe)
+            folder = args.out or "DIR"
             print(
-                f"pre-registered predictions: {args.out}/predictions/<variant>/predictions.csv "
+                f"pre-registered predictions: {folder}/predictions/<variant>/predictions.csv "
                 "(index predictions/index.csv), written before the first run trains"
             )
             return 0
+        if not args.out:
+            return fail("--out DIR is required to run a sweep (only --dry-run goes without it)")
         if args.no_predictions:
             print("pre-registered predictions: not written (--no-predictions)")
         backend = args.backend or spec.options.get("backend", "local")
@@ -217,6 +224,26 @@ def _print_plan(spec, *, progress: bool, probe: bool = True) -> None:
         law = law.assign(law_forgetting_epochs=law["law_forgetting_epochs"].astype(float))
         design = design.merge(law, on="pipeline", how="left")
     print(format_design(design))
+    if probe and len({r.config.model for r in spec.iter_runs(progress=False)}) > 1:
+        _print_architecture_predictions(spec)
+
+
+def _print_architecture_predictions(spec) -> None:
+    """For a sweep of several models: each pipeline's deciding group and its predicted forgetting
+    time (:func:`initmem.bridge.study.architectures.design_predictions`; torch, one NTK a pipeline)."""
+    from initmem.bridge.study.architectures import design_predictions
+
+    table = design_predictions(list(spec.iter_runs(progress=False)))
+    print(
+        "predicted per pipeline (the deciding group of initmem.bridge.study.architectures A3, at "
+        "the largest alpha; the predictions sweep run pre-registers):"
+    )
+    for r in table.itertuples():
+        steps = "never" if r.predicted_steps == float("inf") else f"{r.predicted_steps:.0f}"
+        print(
+            f"  {r.variant:<22} {r.model:<10} alpha {r.alpha:g}  {r.deciding_group:<16} "
+            f"{steps:>6} of {r.total_steps:.0f} steps: {r.predicted_state}"
+        )
 
 
 def status_command(args: argparse.Namespace) -> int:

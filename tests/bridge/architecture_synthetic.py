@@ -2,8 +2,9 @@
 
 One cell per (model, pipeline) of :class:`Cell`: the test accuracy of the largest alpha is
 ``gap_pp`` points below the smallest at the end (+ seed noise ``noise_pp``, independent per run); the
-scale-invariant layers (models with ``invariant``) log ``log|w|(t) = log n0 + log(alpha) exp(-t /
-tau_norm)``, so the norm memory is ``exp(-t / tau_norm)``; the other layers carry no invariance. The
+scale-invariant layers (models with ``invariant``), and the joint ``residual_stream`` entry of a
+pre-LN model (``stream``), log ``log|w|(t) = log n0 + log(alpha) exp(-t / tau_norm)``, so the norm
+memory is ``exp(-t / tau_norm)``; the other layers carry no invariance. The
 pre-registered predictions are written as ``initmem sweep run`` writes them
 (``predictions/index.csv`` and per pipeline ``predictions.csv``), with the planted ``predicted_steps``
 for the deciding group. Numpy only, no training.
@@ -22,7 +23,7 @@ import pandas as pd
 from initmem.bridge.preregister import prediction_folders, sweep_pipelines
 from initmem.bridge.study.synthetic import layer_frame, write_run_logs
 from initmem.empirical import runfolder
-from initmem.empirical.config import RunConfig
+from initmem.empirical.config import RESIDUAL_STREAM_LAYER, RunConfig
 from initmem.empirical.sweep import SweepRun, write_sweep_folder
 
 TRAIN_SIZE, BATCH, EPOCHS, N_TEST = 1280, 32, 30, 400
@@ -40,6 +41,7 @@ class Cell:
     noise_pp: float  # seed-to-seed noise of each run's accuracy
     tau_norm: float  # steps (only for invariant models)
     predicted_steps: float  # the deciding group's planted prediction
+    stream: bool = False  # a pre-LN model: the joint residual_stream norm carries the memory
 
 
 def write_architecture_sweep(
@@ -110,9 +112,14 @@ def write_architecture_sweep(
 
 def _layers(cell: Cell, alpha, n0, steps, epochs) -> pd.DataFrame:
     names = {"block.weight": (2304, cell.invariant), "head.weight": (640, False)}
+    if (
+        cell.stream
+    ):  # the joint entry the trainer logs for a pre-LN model (not per-tensor invariant)
+        names[RESIDUAL_STREAM_LAYER] = (2304, False)
     frames = []
     for name, (numel, invariant) in names.items():
-        decay = np.exp(-steps / cell.tau_norm) if invariant else np.ones(steps.size)
+        decays = invariant or name == RESIDUAL_STREAM_LAYER
+        decay = np.exp(-steps / cell.tau_norm) if decays else np.ones(steps.size)
         norm = np.exp(np.log(n0) + np.log(alpha) * decay)
         frames.append(
             layer_frame(epochs, steps, name, numel, invariant, norm, cell.lr, grad_norm=0.0)
@@ -152,10 +159,11 @@ def _write_predictions(root: Path, runs: list[SweepRun], cells: dict[str, Cell])
     for p in pipelines:
         cell = cells[p.variant]
         config = p.config.replace(alpha=p.alpha)
-        deciding = "scale_invariant" if cell.invariant else "other"
+        has_group = {"scale_invariant": cell.invariant, "residual_stream": cell.stream}
+        deciding = next((g for g, has in has_group.items() if has), "other")
         rows = []
-        for group in ("scale_invariant", "head", "other"):
-            has = group != "scale_invariant" or cell.invariant
+        for group in ("scale_invariant", "residual_stream", "head", "other"):
+            has = has_group.get(group, True)
             steps = cell.predicted_steps if group == deciding else (math.inf if has else math.nan)
             rows.append(
                 {

@@ -85,6 +85,36 @@ def test_seeds_for_gone_is_the_first_size_with_enough_power():
         if n > 2:
             assert eq.tost_power(0.0, sd, n - 1) < eq.GONE_POWER
     assert np.isnan(eq.seeds_for_gone(np.nan))
+    # at a measured difference inside the margin (the seeds that would call that pipeline gone)
+    n = int(eq.seeds_for_gone(2.0, diff=1.0))
+    assert eq.tost_power(1.0, 2.0, n) >= eq.GONE_POWER > eq.tost_power(1.0, 2.0, n - 1)
+    assert n > eq.seeds_for_gone(2.0)
+    assert np.isnan(eq.seeds_for_gone(2.0, diff=2.5))  # beyond the margin: never gone
+
+
+@pytest.mark.parametrize(("diff", "sd", "n"), [(-2.0, 2.0, 6), (1.0, 1.5, 12), (0.0, 2.0, 8)])
+def test_kept_power_against_simulation(diff, sd, n):
+    """E5': the noncentral-t power of E2 against the frequency with which E2's 95% t-interval
+    excludes 0 on draws (the interval by hand on 40,000 rows, checked against decide_differences
+    on the first 200)."""
+    rng = np.random.default_rng(5)
+    draws = rng.normal(diff, sd, (40_000, n))
+    half = sps.t.ppf(0.975, n - 1) * draws.std(axis=1, ddof=1) / np.sqrt(n)
+    excludes = np.abs(draws.mean(axis=1)) > half
+    for row, said in zip(draws[:200], excludes[:200], strict=True):
+        decided = eq.decide_differences(row)
+        assert said == (decided["diff_lo"] > 0 or decided["diff_hi"] < 0)
+    # binomial sd of 40,000 draws is at most 0.0025: 4 of them
+    assert eq.kept_power(diff, sd, n) == pytest.approx(excludes.mean(), abs=0.01)
+
+
+def test_seeds_for_kept_is_the_first_size_with_enough_power():
+    for diff, sd in ((-2.0, 1.5), (3.0, 4.0), (-18.0, 3.0)):
+        n = int(eq.seeds_for_kept(diff, sd))
+        assert eq.kept_power(diff, sd, n) >= eq.GONE_POWER
+        if n > 2:
+            assert eq.kept_power(diff, sd, n - 1) < eq.GONE_POWER
+    assert np.isnan(eq.seeds_for_kept(0.0, 1.0)) and np.isnan(eq.seeds_for_kept(np.nan, 1.0))
 
 
 @pytest.mark.parametrize("n_seeds", [3, 5, 6, 7])

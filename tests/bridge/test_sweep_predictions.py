@@ -14,7 +14,7 @@ import pytest
 from initmem.bridge.preregister import predict_groups, read_sweep_predictions
 from initmem.cli import main
 from initmem.empirical.config import RunConfig
-from initmem.empirical.sweep import read_manifest
+from initmem.empirical.sweep import SweepSpec, read_manifest
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -191,3 +191,30 @@ def test_an_index_without_its_note_column_or_a_damaged_table_is_named(tmp_path, 
         table.write_bytes(damaged)
         with pytest.raises(DamagedFileError, match="adamw/predictions.csv"):
             read_sweep_predictions(out)
+
+
+def test_the_dry_run_of_several_models_prints_each_pipelines_deciding_prediction(tmp_path, capsys):
+    """A sweep of several models: the dry run prints, per pipeline, the deciding group (A3 of the
+    architectures study) and its predicted time from predict_groups at the largest alpha."""
+    text = textwrap.dedent(SWEEP).format(data=tmp_path / "data")
+    text = text.replace('name = "adamw"\n', 'name = "adamw"\nmodel = "mlp"\n')
+    sweep_file = tmp_path / "sweep.toml"
+    sweep_file.write_text(text)
+    assert main(["sweep", "run", str(sweep_file), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "predicted per pipeline" in printed
+    after = printed.split("predicted per pipeline", 1)[1].splitlines()[1:]
+    lines = {line.split()[0]: line for line in after if line.startswith("  ")}
+    for variant, model, group in (
+        ("sgd-l2", "resnet9", "scale_invariant"),
+        ("adamw", "mlp", "other"),
+    ):
+        config = next(
+            r.config
+            for r in SweepSpec.from_file(sweep_file).expand()
+            if r.variant == variant and r.config.alpha == 8.0
+        )
+        expected = predict_groups(config).table.set_index("group").loc[group, "steps"]
+        steps = "never" if np.isinf(expected) else f"{expected:.0f}"
+        line = lines[variant]
+        assert model in line and group in line and f"{steps} of {config.total_steps} steps" in line

@@ -75,6 +75,13 @@ def test_set_overrides_every_run_and_dry_run_writes_nothing(tmp_path, sweep_file
     assert "lr = 0.2" in (out / "sweep.toml").read_text()
 
 
+def test_a_dry_run_needs_no_folder_and_a_run_does(tmp_path, sweep_file, capsys):
+    assert main(["sweep", "run", str(sweep_file), "--dry-run"]) == 0
+    assert "DIR/predictions/<variant>/predictions.csv" in capsys.readouterr().out
+    assert main(["sweep", "run", str(sweep_file), "--trainer", FAKE, "--quiet"]) == 2
+    assert "--out DIR is required" in capsys.readouterr().err
+
+
 def test_bad_sweeps_exit_2_with_one_line(tmp_path, sweep_file, capsys):
     out = tmp_path / "out"
     bad = tmp_path / "bad.toml"

@@ -197,10 +197,10 @@ def test_presets_are_listed_and_valid():
     assert paper["adam"].optimizer == "adam" and paper["adamw"].optimizer == "adamw"
 
 
-def test_architectures_preset_crosses_every_architecture_with_the_same_four_pipelines():
+def test_architectures_v1_preset_crosses_every_architecture_with_the_same_four_pipelines():
     """Issue 19's study: ResNet-9 and the four new architectures, each under the same 4 pipelines
     (only model and width differ between architectures), alpha 1 and 8 on every parameter, 4 seeds."""
-    runs = SweepSpec.from_file("architectures").expand()
+    runs = SweepSpec.from_file("architectures-v1").expand()
     assert len(runs) == 5 * 4 * 2 * 4
     models = {r.config.model for r in runs}
     assert models == {"resnet9", "vit-tiny", "mlp-mixer", "nf-resnet", "mlp"}
@@ -218,6 +218,37 @@ def test_architectures_preset_crosses_every_architecture_with_the_same_four_pipe
     for variant in {r.variant for r in runs}:
         points = {(r.config.alpha, r.config.seed) for r in runs if r.variant == variant}
         assert points == set(itertools.product((1.0, 8.0), range(4)))
+
+
+#: The second design's intervention per architecture: (alphas, alpha_groups, run length in steps).
+ARCHITECTURES_V2 = {
+    "resnet9": ((1.0, 8.0), ("all",), 640),
+    "vit-tiny": ((1.0, 4.0), ("residual_stream",), 640),
+    "mlp-mixer": ((1.0, 8.0), ("residual_stream",), 640),
+    "nf-resnet": ((1.0, 4.0), ("all",), 640),
+    "mlp": ((1.0, 4.0), ("all",), 960),
+}
+
+
+def test_architectures_preset_gives_each_architecture_a_keep_and_a_forget_pipeline():
+    """Issue 40's second design: per architecture one pipeline without decay (predicted to keep)
+    and one AdamW pipeline (predicted to forget), the intervention fixed per architecture, 14 seeds,
+    the fit threshold and the calibration in its [study] table."""
+    spec = SweepSpec.from_file("architectures")
+    runs = spec.expand()
+    assert len(runs) == 5 * 2 * 2 * 14
+    for model, (alphas, groups, steps) in ARCHITECTURES_V2.items():
+        mine = [r for r in runs if r.config.model == model]
+        variants = sorted({r.variant for r in mine})
+        assert len(variants) == 2, variants
+        decays = {r.variant: r.config.weight_decay + r.config.l2 for r in mine}
+        assert sorted(v > 0 for v in decays.values()) == [False, True]
+        for r in mine:
+            assert r.config.alpha_groups == groups and r.config.total_steps == steps
+        for variant in variants:
+            points = {(r.config.alpha, r.config.seed) for r in mine if r.variant == variant}
+            assert points == set(itertools.product(alphas, range(14)))
+    assert spec.study == {"interpolation": 0.85, "calibrate": 2000}
 
 
 # ====================================================================== the sweep folder
