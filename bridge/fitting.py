@@ -178,7 +178,9 @@ class BridgeReport:
     (``norm_curves``, ``predicted_curves``, ``spread_curves``, ``disagreement_curves``,
     ``accumulated``, ``unit_points``) for the figures; ``notes`` what could not be computed and why; ``layers``
     the per-layer logs the bridge read (:func:`~initmem.empirical.tables.load_layers`); ``cubes``
-    the per-seed memories beside their units (:func:`~initmem.bridge.unit_decision.memory_cubes`).
+    the per-seed memories beside their units (:func:`~initmem.bridge.unit_decision.memory_cubes`);
+    ``spread_course`` each spread's time course, first / peak / end and its rise
+    (:func:`~initmem.bridge.unit_decision.spread_course`).
     """
 
     runs: pd.DataFrame
@@ -200,6 +202,7 @@ class BridgeReport:
     decision: pd.DataFrame = field(default_factory=pd.DataFrame)
     layers: pd.DataFrame = field(default_factory=pd.DataFrame)
     cubes: dict = field(default_factory=dict)
+    spread_course: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def verdict(self) -> list[str]:
@@ -448,8 +451,9 @@ def fit(
     memories = spread_table(runs, seed=seed, with_disagreement=False)  # M2, as report and study
     pipelines = _pipeline_table(runs, norm_times, predicted, function_times, layers, memories)
     fits = _fit_table(pipelines, norm_times, predicted, level, n_boot=n_boot, seed=seed)
+    course: list = []
     cubes = unit_decision.memory_cubes(
-        runs, epochs, norm_curves, accumulated, predicted_curves, notes, accuracy=accuracy
+        runs, epochs, norm_curves, accumulated, predicted_curves, notes, accuracy, course
     )
     points = unit_decision.cube_points(cubes)
     units = unit_comparison(points)
@@ -485,6 +489,7 @@ def fit(
         decision=decision,
         layers=layers,
         cubes=cubes,
+        spread_course=pd.DataFrame(course),
     )
 
 

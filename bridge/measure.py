@@ -314,7 +314,7 @@ def _mean_of(sample: np.ndarray) -> np.ndarray:
 def _function_decay(pipeline, memory, steps, stack, curve_of, learned, per_epoch, options):
     """One row of :func:`function_forgetting_times`, or None when the window is too short."""
     curve = curve_of(stack)
-    window = _window(steps, curve, learned)
+    window = decay_window(steps, curve, learned)
     if window is None:
         return None
     start = window[0]
@@ -350,8 +350,11 @@ def learned_step(acc: pd.DataFrame) -> float:
     return float(reached.min())
 
 
-def _window(steps: np.ndarray, curve: np.ndarray, learned: float) -> tuple[int, int] | None:
-    """Indices (start, end) of the decay window: from the curve's max after ``learned`` to the end."""
+def decay_window(steps: np.ndarray, curve: np.ndarray, learned: float) -> tuple[int, int] | None:
+    """Indices (start, end) of the decay window of a function memory: from the curve's maximum at
+    or after ``learned`` (the first index of the latest evaluations when the maximum is the last)
+    to the end; None with fewer than 2 finite evaluations there. The rule fixed for every fit and
+    decision on a function memory: a spread that first rises is read from its peak on."""
     after = np.flatnonzero((steps >= learned) & np.isfinite(curve))
     if after.size < 2:
         return None
@@ -385,6 +388,7 @@ def _short(value) -> str:
 __all__ = [
     "BridgeDataError",
     "accuracy_pair",
+    "decay_window",
     "decide_seeds",
     "decision_columns",
     "function_forgetting_times",

@@ -16,6 +16,11 @@ the unit of forgetting rests on:
   synthetic sweeps the rank rule named the true unit more often at no larger error rate, and costs
   milliseconds where the R^2 bootstrap costs seconds, so that it can be calibrated); other units
   (``r2``, ``r2_cv`` and their intervals), never used to pick a winner.
+* **The candidate against its rivals** (:func:`rival_bootstrap`, :func:`rival_verdict`): R1 between
+  accumulated regularization and each of :data:`RIVAL_UNITS` (epochs, steps, explicit decay alone,
+  explicit decay plus SGD noise, explicit decay plus the Adam term, the theory's predicted
+  forgetting), each with its interval; accumulated regularization is named only where it beats
+  every rival.
 Everything here takes arrays or small tables; the bridge builds them from a sweep's logs
 (:func:`memory_cubes`).
 """
@@ -34,6 +39,16 @@ from initmem.empirical import curves, tables
 
 #: The comparison that decides (pre-registered): this unit against that one, on ``r2_cv``.
 DECIDING_UNITS = ("accumulated", "epochs")
+#: The rivals the candidate unit (``DECIDING_UNITS[0]``) must beat, each by the rank rule R1
+#: (:func:`rival_bootstrap`): run length in epochs and in steps, explicit decay alone, explicit
+#: decay plus either noise term for every pipeline, and the theory's predicted forgetting
+#: (``theory``: ``-ln`` of the law's predicted norm memory).
+RIVAL_UNITS = ("epochs", "steps", "explicit", "explicit_sgd_noise", "explicit_adam", "theory")
+#: Rival units built as sums of the units of :data:`initmem.theory.units.UNITS` (:func:`unit_values`).
+DERIVED_UNITS = {
+    "explicit_sgd_noise": ("explicit", "sgd_noise"),
+    "explicit_adam": ("explicit", "adam"),
+}
 
 
 # ----------------------------------------------------------------------------------- unit decision
@@ -274,27 +289,39 @@ def decide(
 
 
 # ----------------------------------------------------------------------------------- rank decision
-def _padded(members):
-    """Cubes as padded arrays: values (P, S, [A,] T) NaN-padded, units (P, T) per deciding unit."""
+def unit_values(cube: PipelineCube, unit: str) -> np.ndarray:
+    """One unit at each evaluation of a cube: its own, or the sum of :data:`DERIVED_UNITS`'
+    parts (NaN where a part is missing)."""
+    if unit in DERIVED_UNITS:
+        parts = [unit_values(cube, u) for u in DERIVED_UNITS[unit]]
+        return parts[0] + parts[1]
+    if unit not in cube.units:
+        return np.full(cube.values.shape[-1], np.nan)
+    return np.asarray(cube.units[unit], dtype=float)
+
+
+def _padded(members, pair=DECIDING_UNITS):
+    """Cubes as padded arrays: values (P, S, [A,] T) NaN-padded, units (P, T) per unit of ``pair``."""
     n_seeds = max(c.values.shape[0] for c in members)
     n_evals = max(c.values.shape[-1] for c in members)
     inner = members[0].values.shape[1:-1]
     values = np.full((len(members), n_seeds, *inner, n_evals), np.nan)
     seeds = np.zeros(len(members), dtype=int)
-    units = {u: np.full((len(members), n_evals), np.nan) for u in DECIDING_UNITS}
+    units = {u: np.full((len(members), n_evals), np.nan) for u in pair}
     for i, cube in enumerate(members):
         s, t = cube.values.shape[0], cube.values.shape[-1]
         values[i, :s, ..., :t] = cube.values
         seeds[i] = s
-        for u in DECIDING_UNITS:
-            units[u][i, :t] = np.asarray(cube.units[u], dtype=float)
+        for u in pair:
+            units[u][i, :t] = unit_values(cube, u)
     return values, seeds, units
 
 
-def _pair_weights(units: dict) -> np.ndarray:
+def _pair_weights(units: dict, pair=DECIDING_UNITS) -> np.ndarray:
     """``K[i, j] = sign(A_i - A_j) - sign(E_i - E_j)`` over the flattened points (pipeline, evaluation)
-    of (P, T) unit arrays (identity R1 of :func:`rank_bootstrap`); 0 where a point is padding."""
-    first, second = (units[u].ravel() for u in DECIDING_UNITS)
+    of (P, T) unit arrays, A and E the units of ``pair`` (identity R1 of :func:`rank_bootstrap`); 0
+    where a point is padding or either unit is undefined."""
+    first, second = (units[u].ravel() for u in pair)
     k = np.sign(first[:, None] - first[None, :]) - np.sign(second[:, None] - second[None, :])
     bad = ~(np.isfinite(first) & np.isfinite(second))
     k[bad, :] = 0.0
@@ -349,9 +376,15 @@ def _memories(values: np.ndarray, scale: float) -> np.ndarray:
 
 
 def rank_bootstrap(
-    cubes: dict, *, n_boot: int = 200, level: float = 0.95, seed: int = 0
+    cubes: dict,
+    *,
+    n_boot: int = 200,
+    level: float = 0.95,
+    seed: int = 0,
+    pair: tuple[str, str] = DECIDING_UNITS,
 ) -> pd.DataFrame:
-    """The rank decision between the deciding units, per memory, with a bootstrap interval.
+    """The rank decision between two units (``pair``: the deciding units by default, A then E
+    below), per memory, with a bootstrap interval.
 
     (R1) Over every pair of points (pipeline p, evaluation t), (q, t') of the memory,
     ``d = sum K_{pt,qt'} sign(y_{qt'} - y_{pt}) / sum |K|`` with
@@ -375,12 +408,12 @@ def rank_bootstrap(
     rows = []
     for memory, members in cubes.items():
         members = [c for c in members if c.values.shape[0] >= 1]
-        if len(members) < 2 or not all(set(DECIDING_UNITS) <= set(c.units) for c in members):
+        if len(members) < 2 or not all(_has_units(c, pair) for c in members):
             continue
-        values, n_seeds, units = _padded(members)
+        values, n_seeds, units = _padded(members, pair)
         scale = members[0].scale
-        k = _pair_weights(units)
-        n_pipes, n_evals = units[DECIDING_UNITS[0]].shape
+        k = _pair_weights(units, pair)
+        n_pipes, n_evals = units[pair[0]].shape
         point = _rank_statistic(_memories(values, scale).ravel(), k)
         picks = rng.integers(0, n_pipes, (n_boot, n_pipes))
         draws = np.floor(rng.random((n_boot, n_pipes, values.shape[1])) * n_seeds[picks][..., None])
@@ -389,7 +422,7 @@ def rank_bootstrap(
         boots = _rank_statistics(y, k, picks)
         boots = boots[np.isfinite(boots)]
         lo, hi = np.quantile(boots, [tail, 1 - tail]) if boots.size else (np.nan, np.nan)
-        winner = DECIDING_UNITS[0] if lo > 0 else DECIDING_UNITS[1] if hi < 0 else "cannot tell"
+        winner = pair[0] if lo > 0 else pair[1] if hi < 0 else "cannot tell"
         rows.append(
             {
                 "memory": memory,
@@ -403,6 +436,72 @@ def rank_bootstrap(
     return pd.DataFrame(rows)
 
 
+def _has_units(cube: PipelineCube, pair) -> bool:
+    """Whether a cube carries (or can sum, :data:`DERIVED_UNITS`) both units of ``pair``."""
+    have = set(cube.units)
+    return all(u in have or set(DERIVED_UNITS.get(u, (u,))) <= have for u in pair)
+
+
+def rival_bootstrap(
+    cubes: dict,
+    *,
+    candidate: str = DECIDING_UNITS[0],
+    rivals=RIVAL_UNITS,
+    n_boot: int = 200,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """R1 of :func:`rank_bootstrap` between the ``candidate`` unit and each rival, per memory: one
+    row per (memory, rival) with ``rank_diff``, ``rank_lo``, ``rank_hi`` (positive: the pairs the two
+    units order differently are ordered as the candidate says), ``beats`` (the interval above 0),
+    ``loses`` (below 0) and ``n_pipelines``. A rival no pipeline carries is left out (a missing row).
+    Every comparison draws the same resamples (one ``seed``)."""
+    frames = []
+    for rival in rivals:
+        table = rank_bootstrap(
+            cubes, n_boot=n_boot, level=level, seed=seed, pair=(candidate, rival)
+        )
+        if table.empty:
+            continue
+        frames.append(
+            table.drop(columns="rank_winner").assign(
+                candidate=candidate,
+                rival=rival,
+                beats=table["rank_lo"] > 0,
+                loses=table["rank_hi"] < 0,
+            )
+        )
+    columns = ["memory", "candidate", "rival", "rank_diff", "rank_lo", "rank_hi", "beats"]
+    columns += ["loses", "n_pipelines"]
+    return (
+        pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    )
+
+
+def rival_verdict(table: pd.DataFrame, rivals=RIVAL_UNITS) -> pd.DataFrame:
+    """Per memory of :func:`rival_bootstrap`'s table: the candidate is named the unit of
+    forgetting (``best``) only when it beats every rival of ``rivals`` with its interval (a rival
+    without a comparison counts as not beaten); else ``cannot tell``. Columns: ``memory``,
+    ``best``, ``beaten`` / ``not_beaten`` / ``beats_candidate`` (rival names, comma-separated)."""
+    rows = []
+    for memory, group in table.groupby("memory", sort=False):
+        by = group.set_index("rival")
+        beaten = [r for r in rivals if r in by.index and bool(by.loc[r, "beats"])]
+        against = [r for r in rivals if r in by.index and bool(by.loc[r, "loses"])]
+        open_ = [r for r in rivals if r not in beaten]
+        candidate = str(group["candidate"].iloc[0])
+        rows.append(
+            {
+                "memory": memory,
+                "best": candidate if not open_ else "cannot tell",
+                "beaten": ", ".join(beaten),
+                "not_beaten": ", ".join(open_),
+                "beats_candidate": ", ".join(against),
+            }
+        )
+    return pd.DataFrame(rows, columns=["memory", "best", "beaten", "not_beaten", "beats_candidate"])
+
+
 def memory_cubes(
     runs: pd.DataFrame,
     epochs: pd.DataFrame,
@@ -411,19 +510,24 @@ def memory_cubes(
     predicted_curves: pd.DataFrame | None = None,
     notes: list | None = None,
     accuracy: tuple | None = None,
+    course: list | None = None,
 ) -> dict:
     """The per-seed memories of a sweep, beside every unit, as :class:`PipelineCube` per memory.
 
     ``norm``: the layer-mean norm memory of the scaled BN-followed convs
     (:data:`~initmem.empirical.curves.SCALE_INVARIANT_MEAN` of ``norm_curves``), every evaluation.
-    ``spread``: the test-accuracy spread across alphas (pp), at the evaluations after the pipeline has
-    learned (:func:`~initmem.bridge.measure.learned_step`), from the seeds whose runs interpolate at
+    ``spread``: the test-accuracy spread across alphas (pp), at the evaluations from the peak of its
+    seed-mean spread after the pipeline has learned (:func:`~initmem.bridge.measure.learned_step`,
+    :func:`spread_start`: a spread that first rises is read from its peak on), from the seeds whose
+    runs interpolate at
     every alpha (:func:`~initmem.empirical.tables.interpolating_seeds`, M1 of
     :mod:`initmem.empirical.memory`); a pipeline with fewer than 2 such seeds is left out (and named in ``notes``). Units at
     each evaluation are the pipeline's mean over its runs of ``accumulated``
     (:func:`~initmem.bridge.units.evaluation_units`), plus ``theory`` (``-ln`` of the law's
     predicted norm memory) where ``predicted_curves`` has it. ``accuracy``:
-    :func:`~initmem.bridge.measure.accuracy_pair` of the runs, when already built.
+    :func:`~initmem.bridge.measure.accuracy_pair` of the runs, when already built. ``course``: a
+    list that receives one :func:`spread_course` row per spread cube (its time course before the
+    window is cut).
     """
     notes = notes if notes is not None else []
     unit_cols = [c for c in accumulated.columns if c not in ("hash", "pipeline", "epoch", "step")]
@@ -474,10 +578,68 @@ def memory_cubes(
         full = pd.MultiIndex.from_product([seeds, alphas], names=["seed", "alpha"])
         steps = cube.columns.to_numpy()
         values = cube.reindex(full).to_numpy(dtype=float).reshape(seeds.size, alphas.size, -1)
+        start = spread_start(steps, values)
+        if course is not None:
+            course.append({"pipeline": pipeline, **spread_course(steps, values, start)})
         cubes["spread"].append(
-            PipelineCube(pipeline, values, units_at(pipeline, steps), scale=100.0)
+            PipelineCube(
+                pipeline,
+                values[..., start:],
+                {u: v[start:] for u, v in units_at(pipeline, steps).items()},
+                scale=100.0,
+            )
         )
     return {k: v for k, v in cubes.items() if v}
+
+
+def spread_start(steps: np.ndarray, values: np.ndarray) -> int:
+    """The first evaluation of a spread cube the decision reads (``values``: (seeds, alphas,
+    evaluations) accuracies at ``steps``, from the pipeline's learned step): the peak of the
+    seed-mean spread (:func:`initmem.bridge.measure.decay_window`, the rule of every function
+    memory's fit), so that a spread that first rises is compared from its peak on; 0 without a
+    window."""
+    curve = _memories(values, 100.0)
+    window = measure.decay_window(np.asarray(steps, dtype=float), curve, float(steps[0]))
+    return window[0] if window is not None else 0
+
+
+#: Seed resamples of :func:`spread_course`'s interval.
+COURSE_BOOT = 200
+
+
+def spread_course(steps: np.ndarray, values: np.ndarray, start: int, *, seed: int = 0) -> dict:
+    """The time course of one pipeline's spread (pp) from its learned step: at the first
+    evaluation (``first_*``), at the peak the decision reads from (``peak_*``, index ``start`` of
+    :func:`spread_start`) and at the end (``end_*``), and the rise ``peak - first`` with a 95%
+    percentile interval over :data:`COURSE_BOOT` resamples of the seeds at those two fixed
+    evaluations (``rise_lo``, ``rise_hi``; NaN with fewer than 2 seeds). The peak is chosen on the
+    data: the interval describes the rise, it does not test one (the calibration truth "spread
+    rising first" does)."""
+    steps = np.asarray(steps, dtype=float)
+    curve = _memories(values, 100.0)
+    rise = curve[start] - curve[0]
+    lo = hi = np.nan
+    n_seeds = values.shape[0]
+    if n_seeds >= 2 and start > 0:
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, n_seeds, (COURSE_BOOT, n_seeds))
+        both = values[..., [0, start]][picks]  # (B, S, A, 2)
+        spreads = _memories(both, 100.0)  # (B, 2)
+        lo, hi = np.nanquantile(spreads[:, 1] - spreads[:, 0], [0.025, 0.975])
+    elif start == 0:
+        lo = hi = 0.0
+    return {
+        "first_step": steps[0],
+        "first_pp": float(curve[0]),
+        "peak_step": steps[start],
+        "peak_pp": float(curve[start]),
+        "end_step": steps[-1],
+        "end_pp": float(curve[-1]),
+        "rise_pp": float(rise),
+        "rise_lo": float(lo),
+        "rise_hi": float(hi),
+        "rises": bool(start > 0 and lo > 0),
+    }
 
 
 def cube_points(cubes: dict) -> pd.DataFrame:
@@ -504,7 +666,14 @@ __all__ = [
     "decide",
     "decision_guard",
     "memory_cubes",
+    "DERIVED_UNITS",
+    "RIVAL_UNITS",
     "rank_bootstrap",
+    "rival_bootstrap",
+    "spread_course",
+    "spread_start",
+    "rival_verdict",
     "unit_bootstrap",
+    "unit_values",
     "unit_decision_text",
 ]

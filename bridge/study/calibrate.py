@@ -11,7 +11,10 @@ prints is computed on each replica with the study's own functions and scored aga
 * **unit decision** per memory (norm, spread): the rank decision
   (:func:`initmem.bridge.unit_decision.rank_bootstrap`, the study's rule) and, with ``rules`` including
   ``"loo"``, the leave-one-pipeline-out R^2 rule it replaced (:func:`~initmem.bridge.unit_decision.unit_bootstrap`)
-  and its collapse sentence. Naming a unit other than the truth's is wrong (under ``neither`` any
+  and its collapse sentence; with ``"rivals"``, the candidate against its rivals
+  (:func:`~initmem.bridge.unit_decision.rival_bootstrap`, :func:`~initmem.bridge.unit_decision.rival_verdict`
+  over :data:`SYNTHETIC_RIVALS`), scored under the rival truths too
+  (:data:`~initmem.bridge.study.synthetic.RIVAL_TRUTHS`). Naming a unit other than the truth's is wrong (under ``neither`` any
   named unit is wrong, and so under every truth whose unit is not a deciding one for every pipeline,
   :attr:`~initmem.bridge.study.synthetic.Truth.right`); "cannot tell" is never wrong, only
   powerless. The verdict's error on a design is its **worst** over the truths
@@ -53,6 +56,7 @@ from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.study.equivalence import EQUIVALENCE_MARGIN_PP, decide_differences
 from initmem.bridge.study.synthetic import (
     NAMED_TRUTHS,
+    RIVAL_TRUTHS,
     TRUTHS,
     Design,
     Truth,
@@ -68,6 +72,9 @@ from initmem.theory.criterion import interval_state
 MAX_ERROR = 0.05
 #: A true spread below this (pp) counts as no function memory (the null of the permutation test).
 NULL_SPREAD_PP = 0.01
+#: The rivals a synthetic replica carries: every one of
+#: :data:`~initmem.bridge.unit_decision.RIVAL_UNITS` but ``theory`` (the generator has no law).
+SYNTHETIC_RIVALS = tuple(u for u in unit_decision.RIVAL_UNITS if u != "theory")
 #: Multipliers of seeds and pipelines in :func:`power_table`.
 MULTIPLIERS = (1, 2, 4)
 
@@ -113,6 +120,20 @@ def score_replica(
             said = "cannot tell" if guard else r["rank_winner"]
             wrong = said != "cannot tell" and said != right_unit
             rows.append(_row("unit decision (rank)", r["memory"], said, wrong))
+    if "rivals" in rules:
+        table = unit_decision.rival_bootstrap(
+            cubes, rivals=SYNTHETIC_RIVALS, n_boot=n_boot, seed=seed
+        )
+        for _, r in unit_decision.rival_verdict(table, SYNTHETIC_RIVALS).iterrows():
+            said = r["best"]
+            rows.append(
+                _row(
+                    "unit against its rivals",
+                    r["memory"],
+                    said,
+                    said not in ("cannot tell", right_unit),
+                )
+            )
     if "loo" in rules:
         intervals, decision = unit_decision.unit_bootstrap(
             cubes,
@@ -313,10 +334,11 @@ def calibrate(
             frames = list(pool.map(_score_share, shares, [options] * len(shares)))
     else:
         frames = [_score_share(job, options) for job in jobs]
+    order = list(truths)  # the truths' own order (the named truths first, then any rivals)
     scores = pd.concat(frames, ignore_index=True).sort_values(
         ["truth", "replica"],
         kind="stable",
-        key=lambda c: c.map(TRUTHS.index) if c.name == "truth" else c,
+        key=lambda c: c.map(order.index) if c.name == "truth" else c,
     )
     scores = scores.reset_index(drop=True)
     return Calibration(scores, design, truths, n_replicas, time.monotonic() - start)
@@ -327,7 +349,7 @@ def _score_share(job, options) -> pd.DataFrame:
     design, unit, truth, indices = job
     frames = []
     for i in indices:
-        rng = np.random.default_rng([options["seed"], i, TRUTHS.index(unit)])
+        rng = np.random.default_rng([options["seed"], i, (*TRUTHS, *RIVAL_TRUTHS).index(unit)])
         rows = score_replica(
             draw(design, truth, rng),
             rules=options["rules"],
@@ -526,6 +548,7 @@ __all__ = [
     "MAX_ERROR",
     "MULTIPLIERS",
     "NULL_SPREAD_PP",
+    "SYNTHETIC_RIVALS",
     "Calibration",
     "StudyCalibration",
     "allowed_verdicts",

@@ -12,7 +12,10 @@ A *truth* states how memory is forgotten, in one unit (the named truths are :dat
 their settings :data:`NAMED_TRUTHS`):
 
 (S1) ``unit = accumulated``, ``epochs`` or ``explicit`` (explicit decay only, ``sum lr (l2/(1-mu)
-     + wd)``, without the noise terms): the memory of pipeline p at evaluation t is
+     + wd)``, without the noise terms), or a rival of the unit comparison
+     (:data:`~initmem.bridge.unit_decision.RIVAL_UNITS`): ``steps``, ``explicit_sgd_noise``,
+     ``explicit_adam`` (explicit decay plus one noise term for every pipeline): the memory of
+     pipeline p at evaluation t is
      ``m_p(t) = exp(-(U_p(t) / u0)^k)`` with ``U`` that unit (``u0`` its scale, ``k`` its shape);
      ``unit = neither``: ``m_p(t) = exp(-(t / (c_p T_p))^k)``, with ``T_p`` the pipeline's run
      length in steps and ``c_p`` drawn for every replica, log-uniform over a decade
@@ -56,14 +59,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from initmem.bridge.unit_decision import DECIDING_UNITS, PipelineCube
+from initmem.bridge.unit_decision import (
+    DECIDING_UNITS,
+    DERIVED_UNITS,
+    PipelineCube,
+    spread_start,
+)
 from initmem.bridge.units import design_inv_init_sq, run_unit_increments
 from initmem.empirical import runfolder, tables
 from initmem.empirical.config import RunConfig
 from initmem.empirical.sweep import SweepRun, write_sweep_folder
 
 #: The units a truth can forget in (S1).
-TRUTH_UNITS = ("accumulated", "epochs", "neither", "explicit")
+TRUTH_UNITS = (
+    "accumulated",
+    "epochs",
+    "neither",
+    "explicit",
+    "steps",
+    "explicit_sgd_noise",
+    "explicit_adam",
+)
 #: The named truths of a calibration (S1, S1'): name -> the :class:`Truth` settings beside noise.
 NAMED_TRUTHS = {
     "accumulated": {"unit": "accumulated"},
@@ -74,10 +90,18 @@ NAMED_TRUTHS = {
     "accumulated, spread rising first": {"unit": "accumulated", "spread_rise": 0.5},
     "accumulated, norm reversing": {"unit": "accumulated", "undershoot": 0.2},
 }
+#: The truths of the unit's rivals (S1), drawn where the comparison against the rivals is
+#: calibrated (:mod:`initmem.bridge.study.calibrate`, ``rules`` with ``"rivals"``).
+RIVAL_TRUTHS = {
+    "steps": {"unit": "steps"},
+    "explicit + SGD noise": {"unit": "explicit_sgd_noise"},
+    "explicit + Adam term": {"unit": "explicit_adam"},
+}
 #: The truths a calibration draws, by name (S1, S1').
 TRUTHS = tuple(NAMED_TRUTHS)
-#: The units a design carries per evaluation (the deciding pair and explicit decay, S1).
-DESIGN_UNITS = (*DECIDING_UNITS, "explicit")
+#: The units a design carries per evaluation (S1: the deciding pair, explicit decay, the parts of
+#: the rivals; the rivals' sums are :func:`~initmem.bridge.unit_decision.unit_values`').
+DESIGN_UNITS = (*DECIDING_UNITS, "explicit", "steps", "sgd_noise", "adam")
 #: The fraction of the run over which a rising spread reaches 1 - 1/e of its rise (S1').
 RISE_FRACTION = 0.25
 
@@ -110,7 +134,8 @@ class Design:
 
         Copy j of k of a pipeline keeps its run length and has its regularization multiplied by
         ``10 ** (0.5 (j / (k - 1) - 1/2))`` (spread over half a decade around the original, j = 0..k-1;
-        every unit that grows with the regularization is scaled, epochs are not). Derived here.
+        every unit that grows with the regularization is scaled, epochs and steps are not). Derived
+        here.
         """
         if seeds < 1 or pipelines < 1:
             raise ValueError(
@@ -120,7 +145,9 @@ class Design:
         for p in self.pipelines:
             for j in range(pipelines):
                 factor = 10 ** (0.5 * (j / (pipelines - 1) - 0.5)) if pipelines > 1 else 1.0
-                units = {u: v * (1.0 if u == "epochs" else factor) for u, v in p.units.items()}
+                units = {
+                    u: v * (1.0 if u in ("epochs", "steps") else factor) for u, v in p.units.items()
+                }
                 label = p.label if pipelines == 1 else f"{p.label} x{factor:.2g}"
                 out.append(dataclasses.replace(p, label=label, units=units))
         return Design(tuple(out), self.alphas, self.n_seeds * seeds)
@@ -239,14 +266,24 @@ class Truth:
 def right_verdict(name: str) -> str:
     """The right verdict of the unit decision under the named truth ``name`` (:attr:`Truth.right`;
     a name outside :data:`NAMED_TRUTHS` is a unit: itself if deciding, else "cannot tell")."""
-    settings = NAMED_TRUTHS.get(name, {"unit": name if name in TRUTH_UNITS else "neither"})
+    named = NAMED_TRUTHS | RIVAL_TRUTHS
+    settings = named.get(name, {"unit": name if name in TRUTH_UNITS else "neither"})
     return Truth(**settings).right
 
 
-def named_truths(**changes) -> dict:
-    """``{name: Truth}`` for every truth of :data:`TRUTHS` (:data:`NAMED_TRUTHS`), with
-    ``changes`` (noise, gap, ...) applied to each."""
-    return {name: Truth(**(settings | changes)) for name, settings in NAMED_TRUTHS.items()}
+def named_truths(*, rivals: bool = False, **changes) -> dict:
+    """``{name: Truth}`` for every truth of :data:`TRUTHS` (:data:`NAMED_TRUTHS`; with ``rivals``
+    also :data:`RIVAL_TRUTHS`), with ``changes`` (noise, gap, ...) applied to each."""
+    named = NAMED_TRUTHS | (RIVAL_TRUTHS if rivals else {})
+    return {name: Truth(**(settings | changes)) for name, settings in named.items()}
+
+
+def truth_units(pipeline: DesignPipeline, unit: str) -> np.ndarray:
+    """A truth's unit at each evaluation of a design pipeline: its own, or the sum of the parts of
+    :data:`~initmem.bridge.unit_decision.DERIVED_UNITS`."""
+    if unit in DERIVED_UNITS:
+        return sum(pipeline.units[u] for u in DERIVED_UNITS[unit])
+    return pipeline.units[unit]
 
 
 def neither_scales(design: Design, rng: np.random.Generator) -> np.ndarray:
@@ -271,10 +308,10 @@ def true_memory(design: Design, truth: Truth, clocks=None) -> list[np.ndarray]:
     pipelines = design.pipelines
     if truth.decay_only:
         pipelines = [p for p in pipelines if has_decay(p)]
-    values = [p.units[truth.unit] for p in pipelines] or [np.ones(1)]
+    values = [truth_units(p, truth.unit) for p in pipelines] or [np.ones(1)]
     scale = truth.scale or float(np.median([v[-1] for v in values]))
     return [
-        np.exp(-((p.units[truth.unit] / scale) ** truth.shape))
+        np.exp(-((truth_units(p, truth.unit) / scale) ** truth.shape))
         if has_decay(p) or not truth.decay_only
         else np.ones(p.steps.size)
         for p in design.pipelines
@@ -352,15 +389,17 @@ def draw(design: Design, truth: Truth, rng: np.random.Generator) -> Replica:
 def replica_cubes(replica: Replica) -> dict:
     """The :class:`~initmem.bridge.unit_decision.PipelineCube` s of a replica, as
     :func:`~initmem.bridge.unit_decision.memory_cubes` builds them from its folder: the norm memory at every
-    evaluation, the spread from the first evaluation after init (the pipeline has learned there)."""
+    evaluation, the spread from the peak of its seed-mean spread at or after the first evaluation
+    after init (the pipeline has learned there; :func:`~initmem.bridge.unit_decision.spread_start`)."""
     norm, spread = [], []
     for p, values, acc in zip(
         replica.design.pipelines, replica.norm, replica.accuracy, strict=True
     ):
-        deciding = {u: p.units[u] for u in DECIDING_UNITS}
+        deciding = {u: p.units[u] for u in DESIGN_UNITS if u in p.units}
         norm.append(PipelineCube(p.label, values, deciding))
-        later = {u: v[1:] for u, v in deciding.items()}
-        spread.append(PipelineCube(p.label, acc[:, :, 1:], later, scale=100.0))
+        start = 1 + spread_start(p.steps[1:], acc[:, :, 1:])
+        later = {u: v[start:] for u, v in deciding.items()}
+        spread.append(PipelineCube(p.label, acc[:, :, start:], later, scale=100.0))
     return {"norm": norm, "spread": spread}
 
 
@@ -505,7 +544,9 @@ __all__ = [
     "has_decay",
     "layer_frame",
     "named_truths",
+    "RIVAL_TRUTHS",
     "right_verdict",
+    "truth_units",
     "neither_scales",
     "replica_cubes",
     "true_memory",

@@ -69,7 +69,13 @@ from initmem.bridge.study.seeds import (
     spread_by_seeds,
     unit_decision_by_seeds,
 )
-from initmem.bridge.unit_decision import DECIDING_UNITS, MIN_DECISION_PIPELINES
+from initmem.bridge.unit_decision import (
+    DECIDING_UNITS,
+    MIN_DECISION_PIPELINES,
+    RIVAL_UNITS,
+    rival_bootstrap,
+    rival_verdict,
+)
 from initmem.bridge.units import design_correlation, design_table
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm_memory_curves
@@ -101,6 +107,9 @@ class UnitStudy:
     accuracy_levels: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: forgetting against keeping pipelines, per family (:func:`~initmem.bridge.study.accuracy.accuracy_comparison`)
     accuracy_comparison: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: accumulated regularization against each rival unit, per memory
+    #: (:func:`initmem.bridge.unit_decision.rival_bootstrap`)
+    rivals: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
@@ -121,6 +130,11 @@ class UnitStudy:
     def norm_sentences(self) -> list[str]:
         """Per pipeline: did the effective learning rates of the alphas converge?"""
         return memory.norm_sentences(self.norm_end)
+
+    def rival_sentences(self) -> list[str]:
+        """Per memory: which rival units accumulated regularization beats with its interval
+        (:func:`initmem.bridge.unit_decision.rival_verdict`)."""
+        return rival_sentences(self.rivals)
 
     def function_verdict_sentences(self) -> list[str]:
         """Function memory kept, gone or cannot tell, per pipeline
@@ -215,7 +229,40 @@ def unit_study(
         function_verdicts=verdicts,
         accuracy_levels=accuracy_levels(runs),
         accuracy_comparison=accuracy_comparison(runs, verdicts),
+        rivals=rival_bootstrap(report.cubes, n_boot=n_boot, seed=seed)
+        if report.cubes and not report.decision.empty
+        else pd.DataFrame(),
     )
+
+
+def rival_sentences(table: pd.DataFrame) -> list[str]:
+    """One sentence per memory from :func:`~initmem.bridge.unit_decision.rival_bootstrap`'s table:
+    the rivals beaten, not beaten and beating the candidate, and that no unit is named against the
+    rivals without their calibration (the study scores the epochs decision only)."""
+    if table.empty:
+        return []
+    lines = []
+    for _, r in rival_verdict(table).iterrows():
+        n = len(RIVAL_UNITS)
+        beaten = r["beaten"].split(", ") if r["beaten"] else []
+        text = (
+            f"{r['memory']}: accumulated regularization orders the memory better than "
+            f"{len(beaten)} of {n} rival units with its interval"
+            + (f" ({r['beaten']})" if beaten else "")
+        )
+        if r["not_beaten"]:
+            text += f"; not beaten: {r['not_beaten']}"
+        if r["beats_candidate"]:
+            text += f"; better than it: {r['beats_candidate']}"
+        text += (
+            ". Not named the unit of forgetting against its rivals: that needs a calibrated error "
+            "of at most 5% under each rival truth (`initmem.bridge.study.calibrate` with rules "
+            '"rivals"), which this study does not compute.'
+            if r["best"] != "cannot tell"
+            else ". Not named the unit of forgetting against its rivals: it does not beat each one."
+        )
+        lines.append(text)
+    return lines
 
 
 def norm_end_table(

@@ -304,3 +304,29 @@ def test_the_error_table_says_how_often_a_verdict_named_nothing():
         key = (truth, verdict, "cannot tell")
         assert row["cannot_tell"] == pytest.approx(rates.get(key, 0.0), abs=1e-12)
     assert (errors["cannot_tell"] > 0).any()
+
+
+def test_the_comparison_against_the_rivals_is_calibrated_under_the_rival_truths():
+    """rules with "rivals": on an SGD-only design explicit + SGD noise is accumulated
+    regularization itself (the same clock in every pipeline), so no design of it can beat that
+    rival: the candidate is never named, under any truth; the rival truths' memories run on their
+    own clock (S1)."""
+    design = _design(n_pipelines=5, n_seeds=3)
+    p = design.pipelines[2]
+    steps = synthetic.Truth(unit="steps", sigma_norm=0.0)
+    memory = synthetic.true_memory(design, steps)[2]
+    scale = np.median([q.units["steps"][-1] for q in design.pipelines])
+    np.testing.assert_allclose(memory, np.exp(-p.units["steps"] / scale))
+    summed = synthetic.truth_units(p, "explicit_sgd_noise")
+    np.testing.assert_allclose(summed, p.units["accumulated"], rtol=1e-12)  # SGD: the same sum
+    truths = {
+        k: v
+        for k, v in synthetic.named_truths(rivals=True).items()
+        if k in ("accumulated", "steps", "explicit + SGD noise", "explicit + Adam term")
+    }
+    result = calibrate.calibrate(design, 12, truths=truths, rules=("rivals",), per_pipeline=False)
+    scores = result.scores
+    assert set(scores["verdict"]) == {"unit against its rivals"}
+    assert set(scores["truth"]) == set(truths)
+    assert (scores["said"] == "cannot tell").all() and not scores["wrong"].any()
+    assert synthetic.right_verdict("steps") == "cannot tell"

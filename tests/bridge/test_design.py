@@ -221,4 +221,4 @@ def test_dry_run_of_every_architecture_with_an_adaptive_pipeline(
     else:
         assert np.isnan(memory) and state == NO_NORM_MEMORY
         assert np.isnan(row["adam"].iloc[0]) and np.isnan(row["accumulated"].iloc[0])
-        assert "no scale-invariant weights (no norm memory" in text
+        assert "no scale-invariant weights (no per-layer norm law in this table" in text

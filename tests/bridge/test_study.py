@@ -267,3 +267,33 @@ def test_collapse_panels_have_readable_axes(synthetic_sweep, pyplot_forbidden):
     assert sorted(ylabels) == sorted(MEMORY_AXIS_LABELS[m] for m in points["memory"].unique())
     assert matplotlib.get_backend() == "svg"
     assert pyplot_forbidden.get_fignums() == []
+
+
+def test_the_document_sets_accumulated_regularization_against_each_rival(law_sweep):
+    """The rivals section is rival_bootstrap on the bridge's own cubes (same resamples), one row
+    per memory and rival, and its sentences follow rival_verdict; no unit is named against the
+    rivals without their calibration."""
+    from initmem.bridge.study import unit_study
+    from initmem.bridge.unit_decision import rival_bootstrap, rival_verdict
+
+    study = unit_study(law_sweep, n_boot=20)
+    expected = rival_bootstrap(study.bridge.cubes, n_boot=20, seed=0)
+    pd.testing.assert_frame_equal(study.rivals, expected)
+    assert len(study.rivals) > 0
+    text = study.markdown()
+    assert "## The unit against its rivals" in text
+    rows = _rows(text, "| memory | rival | R1 [95%]")
+    assert len(rows) == len(set(study.rivals["memory"]))  # keyed by memory: the last rival each
+    verdicts = rival_verdict(study.rivals).set_index("memory")
+    for line in study.rival_sentences():
+        memory = line.split(":")[0]
+        beaten = verdicts.loc[memory, "beaten"]
+        assert f"{len(beaten.split(', ')) if beaten else 0} of 6 rival units" in line
+        assert "Not named the unit of forgetting against its rivals" in line
+        assert line in text
+    # the spread's time course: one row per spread cube, each read from its peak on
+    course = study.bridge.spread_course
+    assert "## The spread over time" in text and len(course) == len(study.bridge.cubes["spread"])
+    for cube, (_, row) in zip(study.bridge.cubes["spread"], course.iterrows(), strict=True):
+        assert cube.pipeline == row["pipeline"]
+        assert cube.memory()[0] == pytest.approx(row["peak_pp"])

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from initmem.bridge.study import calibrate, synthetic
+from initmem.bridge.unit_decision import unit_values
 from tests.bridge.synthetic import sgd_design
 
 QUIET = dict(sigma_norm=0.0, sigma_acc=0.0, sigma_seed=0.0)
@@ -35,7 +36,13 @@ def test_the_design_carries_explicit_decay_beside_the_deciding_units():
         assert p.units["accumulated"][-1] > p.units["explicit"][-1]  # + the SGD noise term
     assert [synthetic.has_decay(p) for p in design.pipelines] == [True, True, True, False]
     cubes = synthetic.replica_cubes(_draw("accumulated", design))
-    assert set(cubes["norm"][0].units) == {"accumulated", "epochs"}  # the decision's pair only
+    # the decision's pair and the parts of the rival units (unit_values sums those)
+    assert set(cubes["norm"][0].units) == set(synthetic.DESIGN_UNITS)
+    for cube, p in zip(cubes["norm"], design.pipelines, strict=True):
+        np.testing.assert_array_equal(cube.units["steps"], p.steps)
+        np.testing.assert_allclose(
+            unit_values(cube, "explicit_sgd_noise"), p.units["accumulated"], rtol=1e-12
+        )  # SGD pipelines: accumulated regularization is explicit decay + the SGD noise term
 
 
 def test_explicit_decay_only_forgets_in_explicit_decay_and_names_no_deciding_unit():

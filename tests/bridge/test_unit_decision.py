@@ -182,3 +182,136 @@ def test_decision_guard_counts_the_bootstrap_resamples_that_fitted(fitted, expec
     cubes = _cubes(True)["norm"]
     reason = unit_decision.decision_guard(cubes, ("accumulated", "epochs"), 200, fitted)
     assert (reason is None) if expected is None else reason.startswith(expected)
+
+
+# ----------------------------------------------------------------------------------- rivals
+def _rival_cubes(truth: str, seed: int = 0, noise: float = 0.02):
+    """12 pipelines whose units vary independently (epochs, steps per epoch, explicit decay,
+    SGD-noise and Adam terms, and a 'theory' clock); accumulated = explicit + sgd_noise for the
+    even (SGD) pipelines and explicit + adam for the odd (Adam) ones, as theory.units sums them.
+    The memory decays as exp(-u / u_med) in the planted unit ``truth`` (u_med: its median final
+    value over the pipelines, so that every truth spans the same range of memory), 5 seeds."""
+    rng = np.random.default_rng(seed)
+    all_units = []
+    for p in range(12):
+        epochs = np.linspace(0, rng.choice([12.0, 24.0, 48.0]), 7)
+        rates = 10 ** rng.uniform(-2, 0.3, 4)
+        units = {
+            "epochs": epochs,
+            "steps": epochs * rng.choice([8, 16, 32]),
+            "explicit": rates[0] * epochs,
+            "sgd_noise": rates[1] * epochs,
+            "adam": rates[2] * epochs,
+            "theory": rates[3] * epochs,
+        }
+        units["accumulated"] = units["explicit"] + units["sgd_noise" if p % 2 == 0 else "adam"]
+        all_units.append(units)
+    clocks = [
+        unit_decision.unit_values(unit_decision.PipelineCube("x", u["epochs"][None], u), truth)
+        for u in all_units
+    ]
+    scale = np.median([c[-1] for c in clocks])
+    cubes = []
+    for p, (units, clock) in enumerate(zip(all_units, clocks, strict=True)):
+        values = np.exp(-clock / scale)[None, :] + noise * rng.normal(size=(5, clock.size))
+        cubes.append(unit_decision.PipelineCube(str(p), values, units))
+    return {"norm": cubes}
+
+
+def _r1_double_loop(cubes, pair):
+    """R1 by its definition: every pair of points (pipeline, evaluation), seed-mean memories."""
+    points = [
+        (unit_decision.unit_values(c, pair[0])[t], unit_decision.unit_values(c, pair[1])[t], m[t])
+        for c in cubes
+        for m in [c.values.mean(axis=0)]
+        for t in range(c.values.shape[-1])
+    ]
+    total = weight = 0.0
+    for (a1, e1, y1), (a2, e2, y2) in itertools.product(points, repeat=2):
+        k = np.sign(a1 - a2) - np.sign(e1 - e2)
+        total += k * np.sign(y2 - y1)
+        weight += abs(k)
+    return total / weight
+
+
+@pytest.mark.parametrize("rival", ["steps", "explicit_sgd_noise", "theory"])
+def test_r1_against_any_rival_is_its_double_loop(rival):
+    cubes = _rival_cubes("accumulated", seed=3)
+    table = unit_decision.rank_bootstrap(cubes, n_boot=20, pair=("accumulated", rival))
+    expected = _r1_double_loop(cubes["norm"], ("accumulated", rival))
+    assert table["rank_diff"].iloc[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_planted_accumulated_beats_every_rival():
+    table = unit_decision.rival_bootstrap(_rival_cubes("accumulated"), n_boot=100)
+    assert set(table["rival"]) == set(unit_decision.RIVAL_UNITS)
+    assert table["beats"].all(), table
+    verdict = unit_decision.rival_verdict(table).iloc[0]
+    assert verdict["best"] == "accumulated" and verdict["not_beaten"] == ""
+
+
+@pytest.mark.parametrize("truth", ["steps", "explicit", "explicit_adam", "theory"])
+def test_a_planted_rival_beats_accumulated_and_no_unit_is_named(truth):
+    """Not tilted towards the candidate: where the memory runs on a rival's clock, that rival
+    beats accumulated regularization (its interval below 0) and the verdict names no unit."""
+    table = unit_decision.rival_bootstrap(_rival_cubes(truth), n_boot=100).set_index("rival")
+    assert table.loc[truth, "loses"] and table.loc[truth, "rank_hi"] < 0
+    verdict = unit_decision.rival_verdict(table.reset_index()).iloc[0]
+    assert verdict["best"] == "cannot tell" and truth in verdict["beats_candidate"].split(", ")
+
+
+def test_a_rival_no_pipeline_carries_is_not_beaten():
+    cubes = _rival_cubes("accumulated")
+    for cube in cubes["norm"]:
+        del cube.units["theory"]
+    table = unit_decision.rival_bootstrap(cubes, n_boot=50)
+    assert "theory" not in set(table["rival"])
+    verdict = unit_decision.rival_verdict(table).iloc[0]
+    assert verdict["best"] == "cannot tell" and verdict["not_beaten"] == "theory"
+
+
+# ----------------------------------------------------------------------------------- time course
+def _spread_values(curve_pp: np.ndarray, n_seeds: int = 6, noise: float = 0.0, seed: int = 0):
+    """Accuracies (seeds, 2 alphas, evaluations) whose seed-mean spread is ``curve_pp``."""
+    rng = np.random.default_rng(seed)
+    low = 0.8 + np.zeros((n_seeds, curve_pp.size))
+    high = low - curve_pp[None, :] / 100 + noise * rng.normal(size=(n_seeds, curve_pp.size))
+    return np.stack([low, high], axis=1)
+
+
+def test_a_rising_spread_is_read_from_its_peak():
+    steps = np.arange(6) * 100.0
+    rising = np.array([4.0, 9.0, 12.0, 8.0, 5.0, 3.0])
+    values = _spread_values(rising)
+    start = unit_decision.spread_start(steps, values)
+    assert start == 2
+    course = unit_decision.spread_course(steps, values, start)
+    assert course["peak_step"] == 200.0 and course["first_pp"] == pytest.approx(4.0)
+    assert course["rise_pp"] == pytest.approx(8.0) and course["end_pp"] == pytest.approx(3.0)
+    assert course["rise_lo"] == pytest.approx(8.0) and course["rises"]  # no seed noise
+    falling = np.array([12.0, 9.0, 7.0, 5.0, 4.0, 3.0])
+    values = _spread_values(falling)
+    assert unit_decision.spread_start(steps, values) == 0
+    flat = unit_decision.spread_course(steps, values, 0)
+    assert flat["rise_pp"] == 0.0 and not flat["rises"]
+    peak_last = _spread_values(np.array([1.0, 2.0, 3.0, 4.0]))
+    assert unit_decision.spread_start(steps[:4], peak_last) == 2  # two evaluations kept
+
+
+def test_the_rise_interval_resamples_seeds_at_the_two_evaluations():
+    """Noisy seeds: the interval brackets the rise, is the percentile interval of the spread
+    difference over seed resamples (by hand), and a rise within the noise is not called one."""
+    steps = np.arange(5) * 50.0
+    values = _spread_values(np.array([5.0, 5.5, 5.2, 4.0, 3.0]), n_seeds=4, noise=0.03, seed=2)
+    start = unit_decision.spread_start(steps, values)
+    course = unit_decision.spread_course(steps, values, start, seed=7)
+    rng = np.random.default_rng(7)
+    picks = rng.integers(0, 4, (unit_decision.COURSE_BOOT, 4))
+    diffs = []
+    for pick in picks:
+        mean = values[pick].mean(axis=0)  # (alphas, evaluations)
+        spread = 100 * (mean.max(axis=0) - mean.min(axis=0))
+        diffs.append(spread[start] - spread[0])
+    lo, hi = np.quantile(diffs, [0.025, 0.975])
+    assert (course["rise_lo"], course["rise_hi"]) == pytest.approx((lo, hi))
+    assert start > 0 and course["rise_lo"] < 0 and not course["rises"]  # within the seed noise
