@@ -79,8 +79,9 @@ from initmem.empirical.curves import SCALE_INVARIANT_MEAN, MemoryDataError, norm
 from initmem.empirical.sweep import read_manifest
 from initmem.theory.criterion import FORGETTING, interval_state
 
-#: A paired difference whose 95% interval lies within +- this (pp) counts as gone (A1): the one
-#: margin of function memory (:data:`initmem.bridge.study.equivalence.EQUIVALENCE_MARGIN_PP`).
+#: A paired difference the two one-sided tests put within +- this (pp) is gone (A1, its 90%
+#: interval inside): the one margin of function memory
+#: (:data:`initmem.bridge.study.equivalence.EQUIVALENCE_MARGIN_PP`).
 SPREAD_MARGIN_PP = EQUIVALENCE_MARGIN_PP
 #: Prediction groups that decide a cell (A3): the first one the pipeline's predictions give tensors.
 DECIDING_GROUPS = ("scale_invariant", "residual_stream", "other")
