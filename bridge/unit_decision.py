@@ -289,15 +289,16 @@ def decide(
 
 
 # ----------------------------------------------------------------------------------- rank decision
-def unit_values(cube: PipelineCube, unit: str) -> np.ndarray:
-    """One unit at each evaluation of a cube: its own, or the sum of :data:`DERIVED_UNITS`'
-    parts (NaN where a part is missing)."""
+def unit_values(units: dict, unit: str, n_evals: int) -> np.ndarray:
+    """One unit at each of ``n_evals`` evaluations from a ``{unit: (n_evals,)}`` mapping (a cube's
+    or a design pipeline's): its own, or the sum of :data:`DERIVED_UNITS`' parts (NaN where a part
+    is missing)."""
     if unit in DERIVED_UNITS:
-        parts = [unit_values(cube, u) for u in DERIVED_UNITS[unit]]
-        return parts[0] + parts[1]
-    if unit not in cube.units:
-        return np.full(cube.values.shape[-1], np.nan)
-    return np.asarray(cube.units[unit], dtype=float)
+        first, second = (unit_values(units, u, n_evals) for u in DERIVED_UNITS[unit])
+        return first + second
+    if unit not in units:
+        return np.full(n_evals, np.nan)
+    return np.asarray(units[unit], dtype=float)
 
 
 def _padded(members, pair=DECIDING_UNITS):
@@ -313,7 +314,7 @@ def _padded(members, pair=DECIDING_UNITS):
         values[i, :s, ..., :t] = cube.values
         seeds[i] = s
         for u in pair:
-            units[u][i, :t] = unit_values(cube, u)
+            units[u][i, :t] = unit_values(cube.units, u, t)
     return values, seeds, units
 
 

@@ -129,10 +129,8 @@ def _fit_lines(study, cells) -> list[str]:
 
 def _calibration_lines(study, model: str) -> list[str]:
     """A6 for one architecture: the verdict's worst error over the truths and its power."""
-    calibration = getattr(study, "calibration", None)
-    if calibration is None or calibration.empty:
-        return []
-    rows = calibration[calibration["model"] == model]
+    rows = study.calibration
+    rows = rows[rows["model"] == model] if not rows.empty else rows
     if rows.empty:
         return []
     worst = rows.loc[rows["wrong"].idxmax()]

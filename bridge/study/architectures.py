@@ -366,12 +366,11 @@ def cell_table(runs, configs, predictions, layers, curves) -> pd.DataFrame:
     curves (empty when none)."""
     done = tables.finished_runs(runs)
     norm_end, times = {}, {}
-    for group, layer in NORM_LAYERS.items():
-        if curves.empty:
-            break
-        end = memory.norm_memory_end(curves, done, layer=layer)
-        norm_end[group] = end.set_index("pipeline") if not end.empty else end
-        times[group] = norm_times(curves, layer)
+    if not curves.empty:
+        for group, layer in NORM_LAYERS.items():
+            end = memory.norm_memory_end(curves, done, layer=layer)
+            norm_end[group] = end.set_index("pipeline") if not end.empty else end
+            times[group] = norm_times(curves, layer)
     rows = []
     for pipeline in runs["pipeline"].unique():
         group = done[done["pipeline"] == pipeline]
@@ -449,9 +448,9 @@ def _norm(group: str, pipeline: str, norm_end: dict, times: dict) -> dict:
             "norm_time_steps": np.nan,
             "norm_time_censored": False,
         }
-    end = norm_end.get(group, pd.DataFrame())
+    end = norm_end.get(group)
     row = {"has_norm_memory": True}
-    if pipeline in getattr(end, "index", []):
+    if end is not None and pipeline in end.index:
         n = end.loc[pipeline]
         row |= {"norm_end": n["memory_end"], "norm_lo": n["lo"], "norm_hi": n["hi"]}
         row |= {"norm_n_seeds": int(n["n_seeds"])}

@@ -61,9 +61,9 @@ import pandas as pd
 
 from initmem.bridge.unit_decision import (
     DECIDING_UNITS,
-    DERIVED_UNITS,
     PipelineCube,
     spread_start,
+    unit_values,
 )
 from initmem.bridge.units import design_inv_init_sq, run_unit_increments
 from initmem.empirical import runfolder, tables
@@ -278,14 +278,6 @@ def named_truths(*, rivals: bool = False, **changes) -> dict:
     return {name: Truth(**(settings | changes)) for name, settings in named.items()}
 
 
-def truth_units(pipeline: DesignPipeline, unit: str) -> np.ndarray:
-    """A truth's unit at each evaluation of a design pipeline: its own, or the sum of the parts of
-    :data:`~initmem.bridge.unit_decision.DERIVED_UNITS`."""
-    if unit in DERIVED_UNITS:
-        return sum(pipeline.units[u] for u in DERIVED_UNITS[unit])
-    return pipeline.units[unit]
-
-
 def neither_scales(design: Design, rng: np.random.Generator) -> np.ndarray:
     """``c_p`` of the ``neither`` truth (S1): log-uniform in [0.3, 3], one per pipeline, drawn anew
     for every replica (a truth fixed once would order the pipelines by some unit by chance, and a
@@ -308,10 +300,10 @@ def true_memory(design: Design, truth: Truth, clocks=None) -> list[np.ndarray]:
     pipelines = design.pipelines
     if truth.decay_only:
         pipelines = [p for p in pipelines if has_decay(p)]
-    values = [truth_units(p, truth.unit) for p in pipelines] or [np.ones(1)]
+    values = [unit_values(p.units, truth.unit, p.steps.size) for p in pipelines] or [np.ones(1)]
     scale = truth.scale or float(np.median([v[-1] for v in values]))
     return [
-        np.exp(-((truth_units(p, truth.unit) / scale) ** truth.shape))
+        np.exp(-((unit_values(p.units, truth.unit, p.steps.size) / scale) ** truth.shape))
         if has_decay(p) or not truth.decay_only
         else np.ones(p.steps.size)
         for p in design.pipelines
@@ -546,7 +538,6 @@ __all__ = [
     "named_truths",
     "RIVAL_TRUTHS",
     "right_verdict",
-    "truth_units",
     "neither_scales",
     "replica_cubes",
     "true_memory",

@@ -205,10 +205,12 @@ def _print_plan(spec, *, progress: bool, probe: bool = True) -> None:
     from initmem.bridge.units import design_table, format_design
 
     per_variant: Counter[str] = Counter()
+    models: set[str] = set()
 
     def counted():
         for run in spec.iter_runs(progress=None if progress else False):
             per_variant[run.variant] += 1
+            models.add(run.config.model)
             yield run
 
     runs, names = itertools.tee(counted())  # zip reads them in step: one run buffered
@@ -224,7 +226,7 @@ def _print_plan(spec, *, progress: bool, probe: bool = True) -> None:
         law = law.assign(law_forgetting_epochs=law["law_forgetting_epochs"].astype(float))
         design = design.merge(law, on="pipeline", how="left")
     print(format_design(design))
-    if probe and len({r.config.model for r in spec.iter_runs(progress=False)}) > 1:
+    if probe and len(models) > 1:
         _print_architecture_predictions(spec)
 
 

@@ -317,7 +317,7 @@ def test_the_comparison_against_the_rivals_is_calibrated_under_the_rival_truths(
     memory = synthetic.true_memory(design, steps)[2]
     scale = np.median([q.units["steps"][-1] for q in design.pipelines])
     np.testing.assert_allclose(memory, np.exp(-p.units["steps"] / scale))
-    summed = synthetic.truth_units(p, "explicit_sgd_noise")
+    summed = unit_decision.unit_values(p.units, "explicit_sgd_noise", p.steps.size)
     np.testing.assert_allclose(summed, p.units["accumulated"], rtol=1e-12)  # SGD: the same sum
     truths = {
         k: v

@@ -41,7 +41,9 @@ def test_the_design_carries_explicit_decay_beside_the_deciding_units():
     for cube, p in zip(cubes["norm"], design.pipelines, strict=True):
         np.testing.assert_array_equal(cube.units["steps"], p.steps)
         np.testing.assert_allclose(
-            unit_values(cube, "explicit_sgd_noise"), p.units["accumulated"], rtol=1e-12
+            unit_values(cube.units, "explicit_sgd_noise", p.steps.size),
+            p.units["accumulated"],
+            rtol=1e-12,
         )  # SGD pipelines: accumulated regularization is explicit decay + the SGD noise term
 
 

@@ -206,10 +206,7 @@ def _rival_cubes(truth: str, seed: int = 0, noise: float = 0.02):
         }
         units["accumulated"] = units["explicit"] + units["sgd_noise" if p % 2 == 0 else "adam"]
         all_units.append(units)
-    clocks = [
-        unit_decision.unit_values(unit_decision.PipelineCube("x", u["epochs"][None], u), truth)
-        for u in all_units
-    ]
+    clocks = [unit_decision.unit_values(u, truth, u["epochs"].size) for u in all_units]
     scale = np.median([c[-1] for c in clocks])
     cubes = []
     for p, (units, clock) in enumerate(zip(all_units, clocks, strict=True)):
@@ -221,7 +218,11 @@ def _rival_cubes(truth: str, seed: int = 0, noise: float = 0.02):
 def _r1_double_loop(cubes, pair):
     """R1 by its definition: every pair of points (pipeline, evaluation), seed-mean memories."""
     points = [
-        (unit_decision.unit_values(c, pair[0])[t], unit_decision.unit_values(c, pair[1])[t], m[t])
+        (
+            unit_decision.unit_values(c.units, pair[0], m.size)[t],
+            unit_decision.unit_values(c.units, pair[1], m.size)[t],
+            m[t],
+        )
         for c in cubes
         for m in [c.values.mean(axis=0)]
         for t in range(c.values.shape[-1])
