@@ -5,14 +5,15 @@
 (the rank unit decision with 200 bootstrap resamples, each pipeline's spread against its permutation
 null and its interval, the norm memory at the end and its interval), in 2 worker processes. Target:
 the 600 replicas in at most 120 s on this machine's 2 cores (``ratio`` is the median wall-clock seconds, ``better`` = lower).
-No training, no torch: numpy only. ``--preset units`` measures the second design (24 pipelines), the
-one ``initmem study runs/units`` calibrates; the target is the units-v1 design's. The study's own
+No training, no torch: numpy only. ``--preset units-v2`` measures the second design (24 pipelines),
+``--preset units`` the third (18 pipelines x 8 seeds), the one ``initmem study runs/units``
+calibrates; the target is the units-v1 design's. The study's own
 calibration draws every truth of ``initmem.bridge.study.synthetic.TRUTHS`` (7 since issue 39, about
 7/3 of this time); the benchmark keeps the first three (:data:`BENCH_TRUTHS`) so that its target and
 its history stay comparable.
 
     .venv/bin/python benchmarks/calibration.py
-    .venv/bin/python benchmarks/calibration.py --preset units
+    .venv/bin/python benchmarks/calibration.py --preset units-v2
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--preset",
         default=Sizes.preset,
-        help="the design calibrated (default units-v1, the target's; units: the second design)",
+        help="the design calibrated (default units-v1, the target's; units-v2: the second design; "
+        "units: the third)",
     )
     args = parser.parse_args(argv)
     sizes = Sizes(replicas=args.replicas, repeats=args.repeats, preset=args.preset)

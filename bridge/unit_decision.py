@@ -302,16 +302,18 @@ def unit_values(units: dict, unit: str, n_evals: int) -> np.ndarray:
 
 
 def _padded(members, pair=DECIDING_UNITS):
-    """Cubes as padded arrays: values (P, S, [A,] T) NaN-padded, units (P, T) per unit of ``pair``."""
+    """Cubes as padded arrays: values (P, S, [A,] T) NaN-padded (seeds, alphas and evaluations),
+    units (P, T) per unit of ``pair``."""
     n_seeds = max(c.values.shape[0] for c in members)
     n_evals = max(c.values.shape[-1] for c in members)
-    inner = members[0].values.shape[1:-1]
+    inner = tuple(np.max([c.values.shape[1:-1] for c in members], axis=0).astype(int))
     values = np.full((len(members), n_seeds, *inner, n_evals), np.nan)
     seeds = np.zeros(len(members), dtype=int)
     units = {u: np.full((len(members), n_evals), np.nan) for u in pair}
     for i, cube in enumerate(members):
         s, t = cube.values.shape[0], cube.values.shape[-1]
-        values[i, :s, ..., :t] = cube.values
+        middle = tuple(slice(0, n) for n in cube.values.shape[1:-1])  # alphas: NaN-padded too
+        values[(i, slice(0, s), *middle, slice(0, t))] = cube.values
         seeds[i] = s
         for u in pair:
             units[u][i, :t] = unit_values(cube.units, u, t)

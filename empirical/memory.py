@@ -119,7 +119,7 @@ def bootstrap_spread(
     ``[max(0, s - c (s - low)), s + c (high - s)]``; ``c`` is 6.5 for 2 seeds, 1.42 for 5, 1.003 for
     400. On synthetic sweeps with a known spread (:mod:`initmem.bridge.study.calibrate`) the plain
     percentile interval covered it in about 80% of replicas with 2 seeds; the expanded one in 97-99.7%
-    with 2 or 5 seeds (``docs/unit-of-forgetting.md``).
+    with 2 or 5 seeds (``docs/unit-of-forgetting-v2.md``).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must satisfy 0 < confidence < 1 (got {confidence})")

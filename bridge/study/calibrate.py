@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -567,8 +567,9 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------------- the study's own
-def truths_from(report) -> dict:
-    """The named truths (S1, S1'; :data:`~initmem.bridge.study.synthetic.NAMED_TRUTHS`) with the
+def truths_from(report, *, rivals: bool = False) -> dict:
+    """The named truths (S1, S1'; :data:`~initmem.bridge.study.synthetic.NAMED_TRUTHS`; with
+    ``rivals`` also :data:`~initmem.bridge.study.synthetic.RIVAL_TRUTHS`) with the
     noise of a real sweep: ``report`` a
     :class:`~initmem.bridge.fitting.BridgeReport` (its ``cubes`` and ``units``).
 
@@ -593,8 +594,8 @@ def truths_from(report) -> dict:
     }
     units = getattr(report, "units", pd.DataFrame())
     out = {}
-    for name in TRUTHS:
-        settings = NAMED_TRUTHS[name]
+    for name in (*TRUTHS, *(RIVAL_TRUTHS if rivals else ())):
+        settings = (NAMED_TRUTHS | RIVAL_TRUTHS)[name]
         unit, scale, shape = settings["unit"], None, 1.0
         fitted = unit != "neither" and not settings.get("decay_only", False)
         if fitted and not units.empty and "scale" in units:
@@ -623,13 +624,31 @@ class StudyCalibration:
     """The study's verdicts calibrated on its own design: ``calibration`` (:class:`Calibration`),
     ``allowed`` (:func:`allowed_verdicts` of the rank decision), ``tells`` (per memory whose verdict
     is "cannot tell": the design that would tell, :func:`design_that_tells`), ``power`` (the cells of
-    :func:`power_table` computed for it), ``seconds``."""
+    :func:`power_table` computed for it), ``seconds``, and ``rivals`` (with the rival comparison
+    calibrated: :func:`worst_errors` of "unit against its rivals" per memory, over the named and
+    the rival truths; empty without)."""
 
     calibration: Calibration
     allowed: dict
     tells: dict
     power: pd.DataFrame
     seconds: float
+    rivals: dict = field(default_factory=dict)
+
+    def rival_named(self, memory_name: str) -> tuple[bool, str]:
+        """May the rival comparison name its candidate for ``memory_name``? ``(allowed, clause)``:
+        allowed where its worst calibrated error over the truths is at most :data:`MAX_ERROR`; the
+        clause states that worst error, the truth where it is, and the truths and replicas."""
+        worst = self.rivals.get(memory_name)
+        if worst is None:
+            return False, "the comparison against the rivals was not calibrated on this design"
+        error, truth, n_truths = worst
+        clause = (
+            f"calibrated: naming it is wrong in at most {error:.1%} of "
+            f"{self.calibration.n_replicas} synthetic replicas, its worst over {n_truths} truths "
+            f"(under {truth!r}; the rival truths included)"
+        )
+        return error <= MAX_ERROR, clause
 
 
 def calibrate_study(
@@ -640,15 +659,23 @@ def calibrate_study(
     n_boot: int = 200,
     seed: int = 0,
     search: bool = True,
+    rivals: bool = False,
+    workers: int = 1,
 ) -> StudyCalibration:
     """Calibrate the study's verdicts on ``design`` with the noise of ``report``
     (:func:`truths_from`); where its decision cannot name a calibrated unit, search the power table
     (fewest runs first, ``max(10, n_replicas // 4)`` replicas per cell, stopping at the first design
-    that tells) for the design that would (``search``)."""
+    that tells) for the design that would (``search``). With ``rivals`` the comparison of the
+    candidate against its rivals is scored too, under the named and the rival truths
+    (:attr:`StudyCalibration.rivals`). ``workers``: processes (:func:`calibrate`; the same table)."""
     start = time.monotonic()
-    truths = truths_from(report)
-    result = calibrate(design, n_replicas, truths=truths, n_boot=n_boot, seed=seed)
+    truths = truths_from(report, rivals=rivals)
+    rules = ("rank", "rivals") if rivals else ("rank",)
+    result = calibrate(
+        design, n_replicas, truths=truths, rules=rules, n_boot=n_boot, seed=seed, workers=workers
+    )
     allowed = allowed_verdicts(result.scores)
+    rival_worst = worst_errors(result.scores, "unit against its rivals") if rivals else {}
     decision = report.decision
     tells, cells = {}, []
     if search and not decision.empty:
@@ -669,15 +696,18 @@ def calibrate_study(
                 if row.get("rank_diff", 0) >= 0
                 else unit_decision.DECIDING_UNITS[1]
             )
+            named = {name: truths[name] for name in TRUTHS}  # the rank rule's truths
             tells[row["memory"]], found = _search(
-                design, truths, row["memory"], guess, n_replicas, seed
+                design, named, row["memory"], guess, n_replicas, seed, workers
             )
             cells += found
     power = pd.concat(cells, ignore_index=True) if cells else pd.DataFrame()
-    return StudyCalibration(result, allowed, tells, power, time.monotonic() - start)
+    return StudyCalibration(
+        result, allowed, tells, power, time.monotonic() - start, rivals=rival_worst
+    )
 
 
-def _search(design, truths, memory_name, unit, n_replicas, seed):
+def _search(design, truths, memory_name, unit, n_replicas, seed, workers=1):
     """The first design of (seeds, pipelines) multipliers, fewest runs first, that tells ``unit``."""
     order = sorted(
         ((s, p) for s in MULTIPLIERS for p in MULTIPLIERS if (s, p) != (1, 1)),
@@ -693,6 +723,7 @@ def _search(design, truths, memory_name, unit, n_replicas, seed):
             truths=truths,
             n_boot=100,
             seed=seed,
+            workers=workers,
         )
         cells.append(cell)
         sentence = design_that_tells(cell, memory_name, unit)

@@ -2,7 +2,9 @@
 
 * :func:`plot_units`: each memory against each unit of forgetting, one line per pipeline;
 * :func:`plot_predicted`: measured against predicted forgetting times, log-log;
-* :func:`plot_groups`: spread (with its permutation null) and norm memory per parameter group.
+* :func:`plot_groups`: spread (with its permutation null) and norm memory per parameter group;
+* :func:`plot_alpha_grid`: norm memory (with the law's) and the test-accuracy difference against
+  ln(alpha), for the pipelines with three or more alphas.
 """
 
 from __future__ import annotations
@@ -229,14 +231,53 @@ def plot_groups(study, path: Path) -> bool:
     return True
 
 
+def plot_alpha_grid(study, path: Path) -> bool:
+    """Norm memory at the end (95% interval) and the law's against ln(alpha / alpha_low), one colour
+    per pipeline with three or more alphas; the test-accuracy difference beside it."""
+    frame = getattr(study, "alpha_grid", None)
+    if frame is None or frame.empty:
+        return False
+    fig = _figure(8.5, 3.2)
+    left, right = fig.subplots(1, 2)
+    labels = list(dict.fromkeys(frame["label"]))
+    for color, label in zip(_colors(len(labels)), labels, strict=True):
+        part = frame[frame["label"] == label].sort_values("alpha")
+        x = part["ln_ratio"].to_numpy(dtype=float)
+        for ax, (value, lo, hi) in (
+            (left, ("norm_end", "norm_lo", "norm_hi")),
+            (right, ("diff_pp", "diff_lo", "diff_hi")),
+        ):
+            y = part[value].to_numpy(dtype=float)
+            err = np.abs(
+                np.nan_to_num(
+                    np.vstack(
+                        [y - part[lo].to_numpy(dtype=float), part[hi].to_numpy(dtype=float) - y]
+                    )
+                )
+            )
+            ax.errorbar(x, y, yerr=err, color=color, marker="o", ms=4, capsize=2, label=label)
+        left.plot(x, part["law_end"].to_numpy(dtype=float), ls="--", color=color, lw=1)
+    left.axhline(np.exp(-1), color="k", lw=0.6, ls=":")
+    right.axhline(0, color="k", lw=0.6)
+    left.set_title("norm memory at the end (- - the law; ··· 1/e)", fontsize=8)
+    right.set_title("test accuracy, alpha minus the smallest (pp)", fontsize=8)
+    for ax in (left, right):
+        ax.set_xlabel("ln(alpha / smallest alpha)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    left.legend(fontsize=6)
+    fig.savefig(path, dpi=DPI)
+    return True
+
+
 def save_study_figures(study, folder: Path) -> dict[str, Path]:
-    """Write the three figures into ``folder``; returns ``{name: path}`` of those drawn."""
+    """Write the figures into ``folder``; returns ``{name: path}`` of those drawn."""
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for name, draw in (
         ("collapse", plot_units),
         ("predicted", plot_predicted),
         ("groups", plot_groups),
+        ("alphas", plot_alpha_grid),
     ):
         path = folder / f"{name}.png"
         if draw(study, path):
@@ -248,6 +289,7 @@ __all__ = [
     "DPI",
     "MEMORY_AXIS_LABELS",
     "UNIT_AXIS_LABELS",
+    "plot_alpha_grid",
     "plot_groups",
     "plot_predicted",
     "plot_units",

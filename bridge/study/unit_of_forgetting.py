@@ -34,6 +34,12 @@ alphas per pipeline) and computes, from the data only:
   decides forgetting; below 0 with the interval excluding 0 "reversed", above 1 with the interval
   excluding 1 "overshoot"), beside the law's predicted memory at the end, which explains a memory
   outside [0, 1] where it lies on the same side (:func:`norm_end_table`);
+* **memory against ln(alpha)** for the pipelines with three or more alphas
+  (:mod:`initmem.bridge.study.alpha_grid`): each alpha against the smallest, norm memory with the
+  law's beside it and the function memory's verdict;
+* **which mechanism forgets** (:mod:`initmem.bridge.study.mechanisms`): the norm memory at the end
+  per mechanism (SGD noise only, Adam term only, explicit decay), and per short / long pair the
+  seed-paired change of the norm and the function memory;
 * **where the memory lives**: for pipelines that differ only in ``alpha_groups`` (the ``units``
   preset's part 2), the spread (with its null) and the norm memory of the scaled layers per group.
   At alpha = 1 ``alpha_groups`` changes nothing, so a group pipeline without alpha = 1 runs takes
@@ -54,15 +60,28 @@ import pandas as pd
 from initmem.bridge.fits import COLLAPSE_R2
 from initmem.bridge.fitting import fit
 from initmem.bridge.measure import prepare_runs
+from initmem.bridge.preregister import read_sweep_predictions
 from initmem.bridge.study import synthetic
 from initmem.bridge.study.accuracy import (
     accuracy_comparison,
     accuracy_levels,
     comparison_sentences,
 )
+from initmem.bridge.study.alpha_grid import (
+    MIN_ALPHAS,
+    alpha_grid_sentences,
+    alpha_grid_table,
+    at_common_alphas,
+)
 from initmem.bridge.study.calibrate import apply_calibration, calibrate_study
 from initmem.bridge.study.document import document
 from initmem.bridge.study.equivalence import verdict_sentences, verdict_table
+from initmem.bridge.study.mechanisms import (
+    length_pairs,
+    length_sentences,
+    mechanism_sentences,
+    mechanism_table,
+)
 from initmem.bridge.study.seeds import (
     power_note,
     power_sentences,
@@ -110,6 +129,15 @@ class UnitStudy:
     #: accumulated regularization against each rival unit, per memory
     #: (:func:`initmem.bridge.unit_decision.rival_bootstrap`)
     rivals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: memory against ln(alpha) for the pipelines with three or more alphas
+    #: (:func:`initmem.bridge.study.alpha_grid.alpha_grid_table`)
+    alpha_grid: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: the norm memory at the end by mechanism (:func:`initmem.bridge.study.mechanisms.mechanism_table`)
+    mechanisms: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: every finished run of the folder, at every alpha (the other tables compare the common alphas)
+    every_run: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: short / long pairs (:func:`initmem.bridge.study.mechanisms.length_pairs`)
+    length_pairs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     # ------------------------------------------------------------------ sentences
     def verdict(self) -> list[str]:
@@ -133,8 +161,24 @@ class UnitStudy:
 
     def rival_sentences(self) -> list[str]:
         """Per memory: which rival units accumulated regularization beats with its interval
-        (:func:`initmem.bridge.unit_decision.rival_verdict`)."""
-        return rival_sentences(self.rivals)
+        (:func:`initmem.bridge.unit_decision.rival_verdict`), and whether it is named the unit
+        (its calibrated worst error)."""
+        return rival_sentences(self.rivals, self.calibration)
+
+    def alpha_grid_sentences(self) -> list[str]:
+        """Per pipeline with three or more alphas: its memories against ln(alpha) beside the law's
+        (:func:`initmem.bridge.study.alpha_grid.alpha_grid_sentences`)."""
+        return alpha_grid_sentences(self.alpha_grid)
+
+    def mechanism_sentences(self) -> list[str]:
+        """Per mechanism (SGD noise only, Adam term only, explicit decay): the pipelines whose norm
+        memory ended at or below 1/e (:func:`initmem.bridge.study.mechanisms.mechanism_sentences`)."""
+        return mechanism_sentences(self.mechanisms)
+
+    def length_sentences(self) -> list[str]:
+        """Per short / long pair: what the longer run changed
+        (:func:`initmem.bridge.study.mechanisms.length_sentences`)."""
+        return length_sentences(self.length_pairs)
 
     def function_verdict_sentences(self) -> list[str]:
         """Function memory kept, gone or cannot tell, per pipeline
@@ -161,19 +205,31 @@ class UnitStudy:
 
 
 def unit_study(
-    sweep_dir: str | Path, *, n_boot: int = 200, seed: int = 0, calibrate: int = 0
+    sweep_dir: str | Path,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    calibrate: int = 0,
+    workers: int = 1,
 ) -> UnitStudy:
     """Analyse a sweep folder (module docstring); ``calibrate``: synthetic replicas per truth of its
-    design that calibrate the unit decision (:func:`initmem.bridge.study.calibrate.calibrate_study`; 0:
-    none, and a verdict for epochs then says "cannot tell")."""
+    design that calibrate the unit decision and the comparison against the rivals, under the named
+    and the rival truths (:func:`initmem.bridge.study.calibrate.calibrate_study`; 0: none, and a
+    verdict for epochs then says "cannot tell", and no unit is named against the rivals);
+    ``workers``: the calibration's processes (the same tables with any number)."""
     sweep_dir = Path(sweep_dir)
     manifest = read_manifest(sweep_dir)
     design = design_table([r.config for r in manifest], [r.variant for r in manifest])
     all_runs = tables.load_sweep(sweep_dir, manifest)
-    runs = prepare_runs(all_runs)
+    every_alpha = prepare_runs(all_runs)
     per_pipeline = (
-        runs.assign(fits=tables.interpolates(runs)).groupby("pipeline")["fits"].agg(["sum", "size"])
+        every_alpha.assign(fits=tables.interpolates(every_alpha))
+        .groupby("pipeline")["fits"]
+        .agg(["sum", "size"])
     )
+    # every pipeline compared at the same alphas; the others of a pipeline go to the alpha grid
+    runs, alpha_notes = at_common_alphas(every_alpha)
+    all_runs = all_runs[all_runs["hash"].isin(runs["hash"])]
     design["runs_done"] = design["pipeline"].map(per_pipeline["size"]).fillna(0).astype(int)
     design["runs_interpolating"] = design["pipeline"].map(per_pipeline["sum"]).fillna(0).astype(int)
     design["interpolates"] = (design["runs_done"] > 0) & (
@@ -193,10 +249,19 @@ def unit_study(
         except ValueError as err:
             report.notes.append(f"calibration skipped: {err}")
         else:
-            calibration = calibrate_study(report, design_now, calibrate, n_boot=n_boot, seed=seed)
+            calibration = calibrate_study(
+                report,
+                design_now,
+                calibrate,
+                n_boot=n_boot,
+                seed=seed,
+                rivals=True,
+                workers=workers,
+            )
     report.decision = apply_calibration(
         report.decision, calibration, command=f"initmem study {sweep_dir} --calibrate 200"
     )
+    predictions = read_sweep_predictions(sweep_dir)  # pre-registered before the runs, if any
     function = memory.function_memory(runs, n_boot=max(n_boot, 200), seed=seed)
     verdicts = verdict_table(runs)
     norm_end = norm_end_table(report.norm_curves, report.predicted_curves, runs)
@@ -215,7 +280,7 @@ def unit_study(
         norm_end=norm_end,
         groups=groups,
         measured_vs_predicted=mvp,
-        notes=list(report.notes),
+        notes=list(report.notes) + alpha_notes,
         calibration=calibration,
         spread_by_seeds=spread_by_seeds(runs, seed=seed),
         spread_power=power_note(runs),
@@ -232,13 +297,30 @@ def unit_study(
         rivals=rival_bootstrap(report.cubes, n_boot=n_boot, seed=seed)
         if report.cubes and not report.decision.empty
         else pd.DataFrame(),
+        alpha_grid=_alpha_grid(every_alpha, predictions),
+        mechanisms=mechanism_table(runs, norm_end, predictions),
+        every_run=every_alpha,
+        length_pairs=length_pairs(runs, report.norm_curves),
     )
 
 
-def rival_sentences(table: pd.DataFrame) -> list[str]:
+def _alpha_grid(runs: pd.DataFrame, predictions: pd.DataFrame) -> pd.DataFrame:
+    """:func:`~initmem.bridge.study.alpha_grid.alpha_grid_table` of the pipelines with three or
+    more alphas, their layer logs read here (the bridge read those of the common alphas only), with
+    the folder's pre-registered predictions."""
+    counts = runs.groupby("pipeline")["alpha"].nunique()
+    grid = runs[runs["pipeline"].isin(counts[counts >= MIN_ALPHAS].index)]
+    if grid.empty:
+        return alpha_grid_table(grid, pd.DataFrame())
+    return alpha_grid_table(grid, tables.load_layers(grid), predictions)
+
+
+def rival_sentences(table: pd.DataFrame, calibration=None) -> list[str]:
     """One sentence per memory from :func:`~initmem.bridge.unit_decision.rival_bootstrap`'s table:
-    the rivals beaten, not beaten and beating the candidate, and that no unit is named against the
-    rivals without their calibration (the study scores the epochs decision only)."""
+    the rivals beaten, not beaten and beating the candidate, and whether the candidate is named the
+    unit of forgetting: only where it beats each rival with its interval and ``calibration``
+    (:class:`~initmem.bridge.study.calibrate.StudyCalibration` with its rival comparison scored)
+    puts the comparison's worst error over the truths at most 5%."""
     if table.empty:
         return []
     lines = []
@@ -254,14 +336,23 @@ def rival_sentences(table: pd.DataFrame) -> list[str]:
             text += f"; not beaten: {r['not_beaten']}"
         if r["beats_candidate"]:
             text += f"; better than it: {r['beats_candidate']}"
-        text += (
-            ". Not named the unit of forgetting against its rivals: that needs a calibrated error "
-            "of at most 5% under each rival truth (`initmem.bridge.study.calibrate` with rules "
-            '"rivals"), which this study does not compute.'
-            if r["best"] != "cannot tell"
-            else ". Not named the unit of forgetting against its rivals: it does not beat each one."
+        allowed, clause = (
+            calibration.rival_named(r["memory"])
+            if calibration is not None
+            else (False, "the comparison against the rivals was not calibrated on this design")
         )
-        lines.append(text)
+        if r["best"] == "cannot tell":
+            text += (
+                ". Not named the unit of forgetting against its rivals: it does not beat each one"
+            )
+        elif allowed:
+            text += ". Accumulated regularization is the unit of forgetting against its rivals"
+        else:
+            text += (
+                ". Not named the unit of forgetting against its rivals: its error is not "
+                "calibrated at 5% or less"
+            )
+        lines.append(f"{text} ({clause}).")
     return lines
 
 

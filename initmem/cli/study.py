@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from initmem.bridge.study.architectures import is_architecture_sweep
     from initmem.bridge.study.figures import save_study_figures
     from initmem.bridge.study.framing import reproduce_command, study_settings
+    from initmem.empirical.backends import available_cpus
     from initmem.empirical.sweep import SweepError as SweepFolderError
     from initmem.empirical.sweep import sweep_status
 
@@ -122,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
             args.kind == "auto" and is_architecture_sweep(sweep_dir)
         ):
             return architectures(args, sweep_dir, tables, doc, status, start)
-        study = unit_study(sweep_dir, n_boot=args.n_boot, calibrate=args.calibrate)
+        study = unit_study(
+            sweep_dir, n_boot=args.n_boot, calibrate=args.calibrate, workers=available_cpus()
+        )
     except (BridgeDataError, SweepFolderError) as err:
         return fail(str(err))
     study.notes += folder_notes(sweep_dir, status)
@@ -139,6 +142,10 @@ def run(args: argparse.Namespace) -> int:
         "spread_by_seeds",
         "spread_power",
         "unit_by_seeds",
+        "alpha_grid",
+        "rivals",
+        "mechanisms",
+        "length_pairs",
     ):
         getattr(study, name).to_csv(tables / f"{name}.csv", index=False)
     study.bridge.units.to_csv(tables / "units.csv", index=False)

@@ -330,3 +330,34 @@ def test_the_comparison_against_the_rivals_is_calibrated_under_the_rival_truths(
     assert set(scores["truth"]) == set(truths)
     assert (scores["said"] == "cannot tell").all() and not scores["wrong"].any()
     assert synthetic.right_verdict("steps") == "cannot tell"
+
+
+def test_the_study_calibrates_its_rival_comparison_under_every_truth(tmp_path):
+    """calibrate_study with ``rivals``: the named and the rival truths are drawn, the comparison's
+    error per memory is its worst over them (against the scores), and it may name the candidate
+    only where that worst error is at most 5%; without ``rivals`` nothing is named."""
+    from initmem.bridge.fitting import fit
+    from initmem.empirical.tables import load_sweep
+
+    design = _design(n_pipelines=4)
+    replica = synthetic.draw(design, synthetic.Truth("accumulated"), np.random.default_rng(5))
+    root = synthetic.write_folder(tmp_path / "sweep", replica)
+    report = fit(load_sweep(root), n_boot=20)
+    result = calibrate.calibrate_study(
+        report, design, 6, n_boot=20, search=False, rivals=True, workers=1
+    )
+    scores = result.calibration.scores
+    truths = {*synthetic.TRUTHS, *synthetic.RIVAL_TRUTHS}
+    assert set(scores["truth"]) == truths
+    part = scores[scores["verdict"] == "unit against its rivals"]
+    assert set(part["subject"]) == set(result.rivals) and result.rivals
+    for memory, group in part.groupby("subject"):
+        rates = group.groupby("truth")["wrong"].mean()
+        error, truth, n_truths = result.rivals[memory]
+        assert error == pytest.approx(rates.max()) and rates[truth] == pytest.approx(error)
+        assert n_truths == len(truths)
+        allowed, clause = result.rival_named(memory)
+        assert allowed == (error <= calibrate.MAX_ERROR)
+        assert f"{100 * error:.1f}%" in clause and f"over {len(truths)} truths" in clause
+    plain = calibrate.calibrate_study(report, design, 2, n_boot=20, search=False)
+    assert plain.rivals == {} and plain.rival_named("norm")[0] is False

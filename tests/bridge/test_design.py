@@ -28,10 +28,39 @@ def _design(preset: str) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def units_design():
-    return _design("units")
+    return _design("units-v2")
 
 
-def test_units_preset_covers_the_transition_and_separates_the_units(units_design):
+def test_units_preset_isolates_each_mechanism():
+    """Issue 39's third design: >= 3 SGD pipelines without any decay (alpha on the scale-invariant
+    convs and on every parameter), >= 2 Adam pipelines without decay, short / long pairs with and
+    without augmentation, >= 3 levels within a family, >= 2 pipelines at >= 3 alphas, explicit-decay,
+    noise-only and Adam-only pipelines overlapping in accumulated regularization 2-30, a fit
+    threshold fixed in the file, and |r(ln epochs, ln accumulated)| < 0.3."""
+    spec = SweepSpec.from_file("units")
+    runs = spec.expand()
+    design = _design("units")
+    augment = {r.variant: r.config.augment for r in runs}
+    design["augment"] = design["variant"].map(augment)
+    no_decay = (design["l2"] == 0) & (design["weight_decay"] == 0) & (design["momentum"] == 0)
+    sgd = design[no_decay & (design["optimizer"] == "sgd")]
+    adam = design[no_decay & (design["optimizer"] == "adam")]
+    assert len(sgd) >= 3 and len(adam) >= 2
+    assert {"scale_invariant", "all"} <= set(sgd["alpha_groups"])
+    assert sgd.groupby(["lr", "batch_size"]).ngroups >= 3 and adam["lr"].nunique() >= 3
+    settings = ["optimizer", "lr", "batch_size", "alpha_groups", "augment"]
+    pairs = [g for _, g in design.groupby(settings) if len(g) == 2]
+    assert all(g["epochs"].max() == 2 * g["epochs"].min() for g in pairs)
+    assert {bool(g["augment"].iloc[0]) for g in pairs} == {True, False}
+    assert (design["alphas"].str.count(",") >= 2).sum() >= 2
+    explicit = design[design["explicit"] > 10 * design["sgd_noise"]]
+    for kind in (explicit[explicit["optimizer"] == "sgd"], sgd, adam):
+        assert ((kind["accumulated"] >= 2) & (kind["accumulated"] <= 30)).any()
+    assert abs(design_correlation(design)["r"]) < 0.3
+    assert 0 < spec.study["interpolation"] < 1
+
+
+def test_units_v2_preset_covers_the_transition_and_separates_the_units(units_design):
     """Issue 18's design: accumulated regularization 0.03-50 densely (>= 4 pipelines a decade, >= 6
     between 1 and 30), each level at two run lengths a factor >= 2 apart, |r| < 0.3, the four
     optimizer families at two batch sizes, alpha 1 vs 8, and >= 6 pipelines predicted to forget."""
@@ -89,7 +118,7 @@ def test_init_inv_norm_sq_matches_the_default_init_in_expectation():
 
 
 def test_dry_run_prints_the_design_and_r(capsys):
-    assert main(["sweep", "run", "units", "--out", "unused", "--dry-run", "--no-probe"]) == 0
+    assert main(["sweep", "run", "units-v2", "--out", "unused", "--dry-run", "--no-probe"]) == 0
     out = capsys.readouterr().out
     assert "g_source: none, a G-free proxy" in out and "law g_source" not in out
     assert "Pearson r of ln(epochs) and ln(accumulated)" in out

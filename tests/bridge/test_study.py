@@ -297,3 +297,37 @@ def test_the_document_sets_accumulated_regularization_against_each_rival(law_swe
     for cube, (_, row) in zip(study.bridge.cubes["spread"], course.iterrows(), strict=True):
         assert cube.pipeline == row["pipeline"]
         assert cube.memory()[0] == pytest.approx(row["peak_pp"])
+
+
+@pytest.mark.parametrize("error, named", [(0.02, True), (0.08, False)])
+def test_the_unit_is_named_against_its_rivals_only_where_calibrated(error, named):
+    """rival_sentences: a candidate that beats every rival is named only with a calibrated worst
+    error of at most 5% (and the sentence states that error); without a calibration, never."""
+    from initmem.bridge.study.calibrate import Calibration, StudyCalibration
+    from initmem.bridge.study.unit_of_forgetting import rival_sentences
+    from initmem.bridge.unit_decision import RIVAL_UNITS
+
+    table = pd.DataFrame(
+        {
+            "memory": "norm",
+            "candidate": "accumulated",
+            "rival": list(RIVAL_UNITS),
+            "rank_diff": 0.5,
+            "rank_lo": 0.3,
+            "rank_hi": 0.7,
+            "beats": True,
+            "loses": False,
+            "n_pipelines": 12,
+        }
+    )
+    calibration = StudyCalibration(
+        Calibration(pd.DataFrame(), None, {}, 100, 0.0), {}, {}, pd.DataFrame(), 0.0,
+        rivals={"norm": (error, "steps", 10)},
+    )  # fmt: skip
+    (line,) = rival_sentences(table, calibration)
+    said = "Accumulated regularization is the unit of forgetting against its rivals"
+    assert (said in line) is named
+    assert f"wrong in at most {100 * error:.1f}% of 100 synthetic replicas" in line
+    assert "under 'steps'" in line
+    (plain,) = rival_sentences(table)
+    assert said not in plain and "not calibrated" in plain
