@@ -96,6 +96,16 @@ def at_common_alphas(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return runs[keep], notes
 
 
+def preregistered_ends(predictions: pd.DataFrame | None) -> dict:
+    """(G2'): ``{(pipeline, alpha): memory_end}`` of the scale-invariant group's pre-registered
+    predictions (:func:`initmem.bridge.preregister.read_sweep_predictions`), ``alpha`` the largest of
+    the pair each was written for; {} without any."""
+    if predictions is None or predictions.empty or "memory_end" not in predictions:
+        return {}
+    rows = predictions[predictions["group"] == "scale_invariant"]
+    return {(str(r.pipeline), float(r.alpha)): float(r.memory_end) for r in rows.itertuples()}
+
+
 def alpha_grid_table(
     runs: pd.DataFrame, layers: pd.DataFrame, predictions: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -106,11 +116,7 @@ def alpha_grid_table(
     ``predictions``: the sweep's pre-registered predictions (G2'), or None.
     One row per (pipeline, alpha): :data:`COLUMNS` (``ln_ratio`` is ``ln(alpha / alpha_low)``; NaN
     where a memory cannot be computed, e.g. no layer logs, or nothing was pre-registered)."""
-    registered = {}
-    if predictions is not None and not predictions.empty and "memory_end" in predictions:
-        rows_si = predictions[predictions["group"] == "scale_invariant"]
-        for r in rows_si.itertuples():
-            registered[(str(r.pipeline), float(r.alpha))] = float(r.memory_end)
+    registered = preregistered_ends(predictions)
     rows = []
     for pipeline, group in runs.groupby("pipeline", sort=False):
         alphas = np.sort(group["alpha"].unique())
@@ -230,4 +236,5 @@ __all__ = [
     "alpha_grid_table",
     "at_common_alphas",
     "common_alphas",
+    "preregistered_ends",
 ]

@@ -30,6 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from initmem.bridge.study.alpha_grid import preregistered_ends
+from initmem.bridge.study.equivalence import paired_differences
 from initmem.empirical import memory, tables
 from initmem.empirical.curves import SCALE_INVARIANT_MEAN
 from initmem.theory.units import ADAPTIVE
@@ -62,12 +64,8 @@ def mechanism_table(
             preregistered_end=pd.Series(dtype=float),
         )
     largest = runs.groupby("pipeline")["alpha"].max()
-    registered = {}
-    if predictions is not None and not predictions.empty and "memory_end" in predictions:
-        for r in predictions[predictions["group"] == "scale_invariant"].itertuples():
-            key = str(r.pipeline)
-            if key in largest.index and np.isclose(float(r.alpha), largest[key]):
-                registered[key] = float(r.memory_end)
+    ends = preregistered_ends(predictions)
+    registered = {p: ends[(p, float(a))] for p, a in largest.items() if (p, float(a)) in ends}
     kinds = norm_end["pipeline"].map(lambda p: mechanism(firsts.loc[p]))
     return norm_end.assign(
         mechanism=kinds,
@@ -150,11 +148,10 @@ def _norm_by_seed(norm_curves: pd.DataFrame, pipeline: str) -> pd.Series:
 
 
 def _diff_by_seed(runs: pd.DataFrame) -> pd.Series:
-    """Largest minus smallest alpha of the validation-selected test accuracy (pp), per seed used."""
-    alphas, _, table = memory.accuracy_by_seed(runs)
-    if table is None:
-        return pd.Series(dtype=float)
-    return table[alphas[-1]] - table[alphas[0]]
+    """Largest minus smallest alpha of the validation-selected test accuracy (pp), per seed used
+    (E1, :func:`~initmem.bridge.study.equivalence.paired_differences`)."""
+    _, _, seeds, d = paired_differences(runs)
+    return pd.Series(d, index=seeds[: d.size], dtype=float)
 
 
 def _change(name: str, short: pd.Series, long: pd.Series) -> dict:
